@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Matricxon builds and tests with. Idempotent:
+# packages already present are skipped, and apt-get update runs only when
+# something is missing.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git
+      libssl-dev libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js (for the tests that drive the server with the official openai package)
+# may come from another packaging that bundles npm; only install it when absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/env.h"
+#include "core/fp16.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace mx {
+namespace {
+
+TEST(StatusTest, CarriesCategoryAndContext) {
+  Status s = Status::Corruption("tag mismatch").WithContext("file x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(s.ToString(), "Corruption: file x: tag mismatch");
+}
+
+Result<int> Half(int x) {
+  if (x % 2) return Status::InvalidArgument("odd");
+  return x / 2;
+}
+Result<int> Quarter(int x) {
+  MX_ASSIGN_OR_RETURN(int h, Half(x));
+  return Half(h);
+}
+
+TEST(StatusTest, AssignOrReturnPropagates) {
+  EXPECT_EQ(Quarter(8).value(), 2);
+  EXPECT_EQ(Quarter(6).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(Fp16Test, RoundTripsEveryHalf) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = Fp16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(F32ToFp16(f), h) << h;
+  }
+}
+
+TEST(Fp16Test, RoundsToNearestEven) {
+  // 1 + 2^-11 is exactly halfway between 1 and the next half (1 + 2^-10): ties to even -> 1.
+  EXPECT_EQ(F32ToFp16(1.0f + 1.0f / 2048), 0x3c00);
+  EXPECT_EQ(F32ToFp16(1.0f + 3.0f / 2048), 0x3c02);
+  EXPECT_EQ(F32ToFp16(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(F32ToFp16(65519.0f), 0x7bff);
+  EXPECT_EQ(F32ToFp16(5.9604645e-8f), 0x0001);  // smallest subnormal
+}
+
+TEST(Bf16Test, RoundsToNearestEven) {
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(F32ToBf16(F32FromBits(0x3f808000u)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(F32ToBf16(F32FromBits(0x3f818000u)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(Bf16ToF32(0x3f80), 1.0f);
+}
+
+TEST(DTypeTest, RowBytesFollowsBlocks) {
+  EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 68u);
+  EXPECT_EQ(RowBytes(DType::kQ8_0, 33), 0u);
+  EXPECT_EQ(RowBytes(DType::kQ4_K, 256), 144u);
+  EXPECT_EQ(DTypeName(99), "type#99");
+}
+
+TEST(ThreadPoolTest, RunsEveryTaskOnce) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::atomic<int>> hits(1000);
+    pool.ParallelFor(1000, [&](int64_t t, int thread) {
+      ASSERT_LT(thread, 3);
+      hits[t].fetch_add(1);
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+TEST(EnvTest, AtomicWriteThenRead) {
+  Env* env = Env::Default();
+  std::string dir = ::testing::TempDir() + "/mx_env_test";
+  ASSERT_TRUE(env->CreateDirs(dir).ok());
+  std::string path = JoinPath(dir, "f.bin");
+  ASSERT_TRUE(env->WriteFileAtomic(path, "hello").ok());
+  auto read = env->ReadFile(path);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read.value(), "hello");
+  auto mapped = env->MapReadOnly(path);
+  ASSERT_TRUE(mapped.ok());
+  EXPECT_EQ(mapped.value()->size(), 5u);
+  EXPECT_EQ(env->MapReadOnly(dir + "/missing").status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(env->RemoveFile(path).ok());
+}
+
+}  // namespace
+}  // namespace mx

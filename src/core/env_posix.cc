@@ -1,0 +1,221 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/env.h"
+
+namespace mx {
+namespace {
+
+Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
+  std::string msg = what + " " + path + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(msg);
+  if (err == ENOSPC || err == EDQUOT) return Status::ResourceExhausted(msg);
+  return Status::IOError(msg);
+}
+
+class PosixMappedFile final : public MappedFile {
+ public:
+  PosixMappedFile(std::string path, void* base, size_t size)
+      : path_(std::move(path)), base_(base), size_(size) {}
+  ~PosixMappedFile() override {
+    if (base_ != nullptr && size_ > 0) munmap(base_, size_);
+  }
+  const uint8_t* data() const override { return static_cast<const uint8_t*>(base_); }
+  size_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  void* base_;
+  size_t size_;
+};
+
+Status WriteAll(int fd, const char* p, size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", path, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+class PosixEnv final : public Env {
+ public:
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("stat", path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(path + " is not a regular file");
+    }
+    size_t size = static_cast<size_t>(st.st_size);
+    void* base = nullptr;
+    if (size > 0) {
+      base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (base == MAP_FAILED) {
+        int err = errno;
+        ::close(fd);
+        return ErrnoStatus("mmap", path, err);
+      }
+    }
+    ::close(fd);
+    return std::unique_ptr<MappedFile>(new PosixMappedFile(path, base, size));
+  }
+
+  Result<std::string> ReadFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    std::string out;
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t r = ::read(fd, buf, sizeof(buf));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        return ErrnoStatus("read", path, err);
+      }
+      if (r == 0) break;
+      out.append(buf, static_cast<size_t>(r));
+    }
+    ::close(fd);
+    return out;
+  }
+
+  Status WriteFileAtomic(const std::string& path, std::string_view data, uint32_t mode) override {
+    uint64_t suffix = 0;
+    MX_RETURN_IF_ERROR(RandomBytes(&suffix, sizeof(suffix)));
+    std::string tmp = path + ".tmp-" + std::to_string(suffix);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) return ErrnoStatus("create", tmp, errno);
+    Status st = WriteAll(fd, data.data(), data.size(), tmp);
+    if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus("fsync", tmp, errno);
+    if (::close(fd) != 0 && st.ok()) st = ErrnoStatus("close", tmp, errno);
+    if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename", tmp, errno);
+    if (!st.ok()) {
+      ::unlink(tmp.c_str());
+      return st;
+    }
+    std::string dir = DirName(path);
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return ErrnoStatus("open folder", dir, errno);
+    if (::fsync(dfd) != 0) st = ErrnoStatus("fsync folder", dir, errno);
+    ::close(dfd);
+    return st;
+  }
+
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Result<uint64_t> FileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status CreateDirs(const std::string& path, uint32_t mode) override {
+    if (path.empty()) return Status::InvalidArgument("empty folder path");
+    std::string partial;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+      pos = path.find('/', pos + 1);
+      partial = path.substr(0, pos);
+      if (partial.empty()) continue;
+      if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+        return ErrnoStatus("mkdir", partial, errno);
+      }
+    }
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::IOError(path + " exists and is not a folder");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    DIR* d = ::opendir(path.c_str());
+    if (d == nullptr) return ErrnoStatus("opendir", path, errno);
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(std::move(name));
+    }
+    ::closedir(d);
+    return names;
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus("unlink", path, errno);
+    return Status::Ok();
+  }
+
+  uint64_t NowMicros() override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  uint64_t WallMicros() override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  void SleepMicros(uint64_t micros) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(micros));
+  }
+  Status RandomBytes(void* buf, size_t n) override {
+    auto* p = static_cast<uint8_t*>(buf);
+    while (n > 0) {
+      ssize_t r = ::getrandom(p, n, 0);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return Status::IOError(std::string("getrandom: ") + std::strerror(errno));
+      }
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();
+  return env;
+}
+
+std::string JoinPath(std::string_view a, std::string_view b) {
+  if (a.empty()) return std::string(b);
+  std::string out(a);
+  if (out.back() != '/') out.push_back('/');
+  while (!b.empty() && b.front() == '/') b.remove_prefix(1);
+  out.append(b);
+  return out;
+}
+
+}  // namespace mx
