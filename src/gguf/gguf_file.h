@@ -29,9 +29,11 @@ enum class ValueType : uint32_t {
 const char* ValueTypeName(ValueType t);
 
 // One metadata value. Scalars are widened on read: any integer type (and
-// bool) lives in `i` (u64 values above INT64_MAX are kept bit-for-bit in `u`),
-// floats in `f`. Arrays hold elements of one type; strings are copied out of
-// the map so that the value outlives nothing in particular.
+// bool, as 0/1) lives in `i`; `u` holds the same value's bits as a u64, so a
+// u64 above INT64_MAX is exact in `u` (and wraps to a negative `i`). Floats
+// live in `f`. Arrays hold elements of one type (u64 elements above INT64_MAX
+// wrap in `ints`); strings are copied out of the map so that the value
+// outlives nothing in particular.
 struct Value {
   ValueType type = ValueType::kU8;
   ValueType array_type = ValueType::kU8;  // element type when type == kArray
@@ -80,7 +82,9 @@ class GgufFile {
   const std::map<std::string, Value>& metadata() const { return metadata_; }
   const Value* Find(std::string_view key) const;
   // Typed getters: NotFound when absent, InvalidArgument naming the key and the
-  // expected vs. actual type when the type does not fit.
+  // expected vs. actual type when the type does not fit. GetInt and the integer
+  // arrays take integer types only (not bool) and reject a u64 above INT64_MAX;
+  // GetFloat and GetFloatArray also take integers.
   Result<std::string> GetString(std::string_view key) const;
   Result<int64_t> GetInt(std::string_view key) const;    // any integer width
   Result<double> GetFloat(std::string_view key) const;   // f32/f64 (or integer)

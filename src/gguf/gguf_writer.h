@@ -26,9 +26,28 @@ class GgufWriter {
   void SetStringArray(const std::string& key, const std::vector<std::string>& v);
   void SetI32Array(const std::string& key, const std::vector<int32_t>& v);
   void SetF32Array(const std::string& key, const std::vector<float>& v);
-  void SetU32Alignment(uint32_t alignment);  // writes general.alignment
+  void SetU8(const std::string& key, uint8_t v);
+  void SetI8(const std::string& key, int8_t v);
+  void SetU16(const std::string& key, uint16_t v);
+  void SetI16(const std::string& key, int16_t v);
+  void SetI64(const std::string& key, int64_t v);
+  void SetF64(const std::string& key, double v);
+  // Any value as the reader returns it (scalar or array of any element type),
+  // e.g. to copy metadata from one file to another. Integers are taken from
+  // `i` (and `ints`), cast to the value's type. InvalidArgument when the type
+  // ids are unknown, the array is nested, or an integer does not fit its type.
+  Status SetValue(const std::string& key, const Value& v);
+  // Writes general.alignment and lays the data section out with it.
+  // REQUIRES: a power of two. Setting general.alignment through another setter
+  // also changes the layout when the value is a power of two; any other value
+  // is written as given (useful for building hostile test files) and the
+  // layout keeps the previous alignment.
+  void SetU32Alignment(uint32_t alignment);
 
   // Adds a tensor; `bytes` must be exactly RowBytes(type, shape[0]) * rows.
+  // InvalidArgument (naming the tensor, expected vs. actual) when the name is
+  // empty, 64 bytes or longer or already used, the shape has not 1..4 positive
+  // dims, ne[0] is not a multiple of the type's block size, or the size is off.
   Status AddTensor(const std::string& name, DType type, std::vector<int64_t> shape,
                    std::string bytes);
 
@@ -48,7 +67,9 @@ class GgufWriter {
     std::vector<int64_t> shape;
     std::string bytes;
   };
+  // Replaces the value of an existing key in place, else appends.
   void Put(const std::string& key, std::string encoded);
+  void PutInt(const std::string& key, ValueType type, int64_t v);
   std::vector<Kv> kvs_;
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;
