@@ -1,0 +1,92 @@
+// Runner: runs a Model's forward pass over a batch of tokens from one or
+// more sequences. It owns the compute threads and scratch buffers, so there
+// is one Runner per compute loop (per loaded model).
+//
+// A batch lists (sequence, token) entries. Each sequence's entries are read
+// in order and continue that sequence: the first takes position
+// seq->n_tokens(), the next one more, and so on. Logits come back for the
+// entries that ask for them, in batch order.
+//
+// Batch invariance: the logits of an entry are bit-identical whether its
+// sequence was read in one batch, in chunks of any size, or next to other
+// sequences (every kernel reduces in a fixed per-token order).
+//
+// Thread-safety: one Forward() at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "models/sequence_state.h"
+
+namespace mx::models {
+
+struct BatchEntry {
+  SequenceState* seq = nullptr;
+  int32_t token = 0;
+  bool want_logits = false;
+};
+
+struct RunnerOptions {
+  int n_threads = 1;
+  DType kv_type = DType::kF16;  // F16 (default) or F32
+  int64_t n_ctx = 0;            // 0: the model's training context, capped at 8192
+};
+
+class Runner {
+ public:
+  // REQUIRES: model outlives the runner.
+  static Result<std::unique_ptr<Runner>> Create(const Model& model, const RunnerOptions& options);
+
+  const Model& model() const { return model_; }
+  const std::shared_ptr<const StateLayout>& layout() const { return layout_; }
+  int64_t n_ctx() const { return layout_->n_ctx; }
+  int64_t n_vocab() const { return model_.config().n_vocab; }
+  ThreadPool& pool() { return pool_; }
+
+  // A fresh, empty state for this model.
+  std::unique_ptr<SequenceState> NewSequence() const;
+
+  // Runs the batch. `logits` is resized to [n_wanted, n_vocab]. The batch is
+  // validated first (tokens in range, states of this model, room in the
+  // context); on error nothing is changed.
+  Status Forward(std::span<const BatchEntry> batch, std::vector<float>* logits);
+
+ private:
+  Runner(const Model& model, const RunnerOptions& options, std::shared_ptr<const StateLayout> l);
+
+  // Per-entry position and the sequence-local index, filled by Prepare.
+  struct Planned {
+    SequenceState* seq;
+    int64_t pos;
+  };
+  Status Prepare(std::span<const BatchEntry> batch);
+  void AttentionLayer(size_t layer, size_t attn_index, int64_t n);
+  void FfnLayer(size_t layer, int64_t n, bool gated);
+  void Mamba2Layer(size_t layer, size_t rec_index, int64_t n);
+  void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
+
+  const Model& model_;
+  std::shared_ptr<const StateLayout> layout_;
+  ThreadPool pool_;
+
+  // Scratch, resized per batch.
+  std::vector<Planned> plan_;
+  std::vector<float> x_;     // [n, n_embd] residual stream
+  std::vector<float> h_;     // [n, n_embd] normed input
+  std::vector<float> q_;     // [n, q_dim]
+  std::vector<float> k_;     // [n, kv_dim]
+  std::vector<float> v_;     // [n, kv_dim]
+  std::vector<float> att_;   // [n, q_dim]
+  std::vector<float> ff1_;   // [n, n_ff] (or ssm_in output)
+  std::vector<float> ff2_;   // [n, n_ff]
+  std::vector<float> out_;   // [n, n_embd]
+  std::vector<std::vector<float>> att_scratch_;  // [thread][n_ctx]
+};
+
+}  // namespace mx::models

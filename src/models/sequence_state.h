@@ -1,0 +1,120 @@
+// SequenceState: everything the engine remembers about one sequence (one
+// chat): the attention KV rows of every attention layer, position p in row p,
+// plus the fixed-size recurrent state (conv + SSM) of every Mamba2 layer.
+// It is the unit the prompt cache keeps, copies, shifts and saves.
+//
+// Memory is explicit: the KV buffers grow with the tokens held (in steps of
+// kGrowTokens), SizeBytes() is the exact byte count of the state's content,
+// CapacityBytes() what is allocated. Copies are explicit (ClonePrefix).
+//
+// Thread-safety: none; a state is used by one compute loop at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/kernels.h"
+#include "models/model_config.h"
+
+namespace mx::models {
+
+// Bumped whenever the in-memory or serialized state layout changes, so that a
+// saved state is never read by an engine that lays it out differently.
+inline constexpr uint32_t kStateLayoutVersion = 1;
+
+// The shape of a model's per-sequence state (derived from its config).
+struct StateLayout {
+  DType kv_type = DType::kF16;       // F16 or F32
+  std::vector<int64_t> kv_dims;      // per attention layer: n_kv_head * head_dim
+  int64_t n_ctx = 0;                 // most tokens a state may hold
+  int64_t conv_floats = 0;           // per recurrent layer: (d_conv - 1) * channels
+  int64_t ssm_floats = 0;            // per recurrent layer: d_state * d_inner
+  int64_t n_recurrent = 0;           // recurrent layers
+  bool use_rope = false;             // keys carry RoPE (shift re-rotates them)
+  kernels::RopeParams rope;
+  int64_t head_dim = 0;
+
+  static StateLayout ForModel(const ModelConfig& config, DType kv_type, int64_t n_ctx);
+  size_t kv_row_bytes(size_t attn_layer) const;
+  // Bytes of KV content per token, all attention layers, K and V.
+  size_t kv_bytes_per_token() const;
+  size_t recurrent_bytes() const;
+  // Hash of everything that determines the serialized layout, including
+  // kStateLayoutVersion.
+  uint64_t Fingerprint() const;
+};
+
+class SequenceState {
+ public:
+  static constexpr int64_t kGrowTokens = 256;
+
+  explicit SequenceState(std::shared_ptr<const StateLayout> layout);
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+
+  const StateLayout& layout() const { return *layout_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  bool has_recurrent() const { return layout_->n_recurrent > 0; }
+
+  // Exact bytes of content: KV rows of the held tokens + recurrent state.
+  size_t SizeBytes() const;
+  // Bytes allocated (>= SizeBytes()).
+  size_t CapacityBytes() const;
+
+  // Makes room for n tokens in total. ResourceExhausted when n > n_ctx.
+  Status Reserve(int64_t n);
+  // Marks positions [n_tokens, n) as written (the forward pass filled them).
+  // REQUIRES: n <= capacity.
+  void CommitTokens(int64_t n) { n_tokens_ = n; }
+
+  // Drops positions >= n. Recurrent state cannot be rewound: for a model with
+  // recurrent layers only n == n_tokens() and n == 0 (reset) are allowed,
+  // anything else is InvalidArgument (restore a snapshot instead).
+  Status Truncate(int64_t n);
+  // A new state holding a copy of positions [0, n) (and the recurrent state,
+  // which must then describe exactly n tokens: n == n_tokens() for hybrids).
+  // Costs a memory copy of n rows per layer.
+  Result<std::unique_ptr<SequenceState>> ClonePrefix(int64_t n) const;
+  // Removes positions [p0, p1) and moves later positions down by p1 - p0,
+  // re-rotating their keys by -(p1 - p0) (RoPE is relative). Not possible
+  // for recurrent layers (InvalidArgument).
+  Status RemoveSpan(int64_t p0, int64_t p1);
+
+  // Serialized form (docs/state_format.md): header with the layout
+  // fingerprint and token count, then the rows. Deserialize checks magic,
+  // version, layout and exact size, and returns Corruption / NotSupported
+  // naming the mismatch.
+  std::string Serialize() const;
+  static Result<std::unique_ptr<SequenceState>> Deserialize(
+      std::shared_ptr<const StateLayout> layout, std::string_view bytes);
+
+  // Raw access for the forward pass.
+  uint8_t* k_row(size_t attn_layer, int64_t pos) {
+    return k_[attn_layer].data() + static_cast<size_t>(pos) * layout_->kv_row_bytes(attn_layer);
+  }
+  uint8_t* v_row(size_t attn_layer, int64_t pos) {
+    return v_[attn_layer].data() + static_cast<size_t>(pos) * layout_->kv_row_bytes(attn_layer);
+  }
+  const uint8_t* k_data(size_t attn_layer) const { return k_[attn_layer].data(); }
+  const uint8_t* v_data(size_t attn_layer) const { return v_[attn_layer].data(); }
+  float* conv_state(size_t rec_layer) {
+    return recurrent_.data() + rec_layer * static_cast<size_t>(layout_->conv_floats + layout_->ssm_floats);
+  }
+  float* ssm_state(size_t rec_layer) { return conv_state(rec_layer) + layout_->conv_floats; }
+  const std::vector<float>& recurrent() const { return recurrent_; }
+
+ private:
+  std::shared_ptr<const StateLayout> layout_;
+  int64_t n_tokens_ = 0;
+  int64_t capacity_ = 0;
+  std::vector<std::vector<uint8_t>> k_;  // [attn layer][capacity * row bytes]
+  std::vector<std::vector<uint8_t>> v_;
+  std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]
+};
+
+}  // namespace mx::models

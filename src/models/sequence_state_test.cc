@@ -1,0 +1,265 @@
+// Batch invariance and the state operations the prompt cache is built on:
+// truncate, copy a prefix, serialize, remove a span (context shift).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "models/model.h"
+#include "models/runner.h"
+#include "ref_data.h"
+
+namespace mx::models {
+namespace {
+
+std::string RefModelPath(const std::string& name) {
+  return mx::testing::RefDir() + "/models/" + name + ".gguf";
+}
+
+std::vector<int32_t> RandomTokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 4093);
+  return t;
+}
+
+class StateTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { Open(DType::kF16); }
+  void Open(DType kv_type) {
+    auto model = Model::Load(Env::Default(), RefModelPath(GetParam()), {.progress = nullptr, .prefault = false});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value();
+    auto runner = Runner::Create(*model_, {.n_threads = 2, .kv_type = kv_type, .n_ctx = 1024});
+    ASSERT_TRUE(runner.ok());
+    runner_ = std::move(runner).value();
+  }
+
+  // Reads tokens [begin, end) into seq in chunks of `chunk`; returns the
+  // logits of every position read, [end - begin][n_vocab].
+  std::vector<float> Read(SequenceState* seq, const std::vector<int32_t>& tokens, size_t begin,
+                          size_t end, size_t chunk) {
+    std::vector<float> all, logits;
+    for (size_t i = begin; i < end; i += chunk) {
+      std::vector<BatchEntry> batch;
+      for (size_t j = i; j < std::min(end, i + chunk); ++j) batch.push_back({seq, tokens[j], true});
+      Status st = runner_->Forward(batch, &logits);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  }
+
+  bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Runner> runner_;
+};
+
+TEST_P(StateTest, ChunkingNeverChangesLogits) {
+  auto tokens = RandomTokens(150, 1);
+  auto one = runner_->NewSequence();
+  std::vector<float> want = Read(one.get(), tokens, 0, tokens.size(), tokens.size());
+  for (size_t chunk : {1, 2, 7, 64, 149}) {
+    auto seq = runner_->NewSequence();
+    EXPECT_TRUE(BitEqual(Read(seq.get(), tokens, 0, tokens.size(), chunk), want)) << "chunk " << chunk;
+  }
+}
+
+TEST_P(StateTest, NeighboursInTheBatchNeverChangeLogits) {
+  auto a = RandomTokens(60, 2), b = RandomTokens(45, 3);
+  auto sa = runner_->NewSequence(), sb = runner_->NewSequence();
+  std::vector<float> want_a = Read(sa.get(), a, 0, a.size(), a.size());
+  std::vector<float> want_b = Read(sb.get(), b, 0, b.size(), b.size());
+
+  // Interleave the two sequences in one batch, a few tokens of each at a time.
+  auto ia = runner_->NewSequence(), ib = runner_->NewSequence();
+  std::vector<BatchEntry> batch;
+  std::vector<int> owner;
+  size_t pa = 0, pb = 0;
+  while (pa < a.size() || pb < b.size()) {
+    for (int k = 0; k < 3 && pa < a.size(); ++k) batch.push_back({ia.get(), a[pa++], true}), owner.push_back(0);
+    for (int k = 0; k < 2 && pb < b.size(); ++k) batch.push_back({ib.get(), b[pb++], true}), owner.push_back(1);
+  }
+  std::vector<float> logits;
+  ASSERT_TRUE(runner_->Forward(batch, &logits).ok());
+  const size_t v = static_cast<size_t>(runner_->n_vocab());
+  std::vector<float> got_a, got_b;
+  for (size_t i = 0; i < owner.size(); ++i) {
+    auto& dst = owner[i] == 0 ? got_a : got_b;
+    dst.insert(dst.end(), logits.begin() + i * v, logits.begin() + (i + 1) * v);
+  }
+  EXPECT_TRUE(BitEqual(got_a, want_a));
+  EXPECT_TRUE(BitEqual(got_b, want_b));
+}
+
+TEST_P(StateTest, ClonedPrefixContinuesExactly) {
+  auto tokens = RandomTokens(120, 4);
+  auto full = runner_->NewSequence();
+  std::vector<float> want = Read(full.get(), tokens, 0, tokens.size(), 32);
+  if (full->has_recurrent()) {
+    // A hybrid state describes its last position only: copy it whole and continue.
+    auto part = runner_->NewSequence();
+    Read(part.get(), tokens, 0, 80, 80);
+    auto copy = part->ClonePrefix(80);
+    ASSERT_TRUE(copy.ok());
+    std::vector<float> rest = Read(copy->get(), tokens, 80, tokens.size(), 40);
+    EXPECT_TRUE(BitEqual(rest, std::vector<float>(want.begin() + 80 * runner_->n_vocab(), want.end())));
+    EXPECT_FALSE(full->ClonePrefix(80).ok());
+    return;
+  }
+  auto copy = full->ClonePrefix(70);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ((*copy)->n_tokens(), 70);
+  EXPECT_EQ((*copy)->SizeBytes(), 70 * runner_->layout()->kv_bytes_per_token());
+  std::vector<float> rest = Read(copy->get(), tokens, 70, tokens.size(), 50);
+  EXPECT_TRUE(BitEqual(rest, std::vector<float>(want.begin() + 70 * runner_->n_vocab(), want.end())));
+  // The original is untouched by the copy's growth.
+  EXPECT_EQ(full->n_tokens(), 120);
+}
+
+TEST_P(StateTest, TruncateThenRereadIsExact) {
+  auto tokens = RandomTokens(100, 5);
+  auto seq = runner_->NewSequence();
+  std::vector<float> want = Read(seq.get(), tokens, 0, tokens.size(), 100);
+  if (seq->has_recurrent()) {
+    EXPECT_EQ(seq->Truncate(50).code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(seq->Truncate(0).ok());
+    EXPECT_TRUE(BitEqual(Read(seq.get(), tokens, 0, tokens.size(), 100), want));
+    return;
+  }
+  ASSERT_TRUE(seq->Truncate(40).ok());
+  EXPECT_EQ(seq->n_tokens(), 40);
+  std::vector<float> rest = Read(seq.get(), tokens, 40, tokens.size(), 60);
+  EXPECT_TRUE(BitEqual(rest, std::vector<float>(want.begin() + 40 * runner_->n_vocab(), want.end())));
+  EXPECT_EQ(seq->Truncate(101).code(), Status::Code::kInvalidArgument);
+}
+
+TEST_P(StateTest, SerializedStateContinuesExactly) {
+  auto tokens = RandomTokens(90, 6);
+  auto full = runner_->NewSequence();
+  std::vector<float> want = Read(full.get(), tokens, 0, tokens.size(), 90);
+  auto part = runner_->NewSequence();
+  Read(part.get(), tokens, 0, 60, 60);
+  std::string bytes = part->Serialize();
+  EXPECT_EQ(bytes.size(), 24 + part->SizeBytes());
+  auto back = SequenceState::Deserialize(runner_->layout(), bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  std::vector<float> rest = Read(back->get(), tokens, 60, tokens.size(), 30);
+  EXPECT_TRUE(BitEqual(rest, std::vector<float>(want.begin() + 60 * runner_->n_vocab(), want.end())));
+}
+
+TEST_P(StateTest, DamagedSerializedStateIsRejected) {
+  auto seq = runner_->NewSequence();
+  Read(seq.get(), RandomTokens(20, 7), 0, 20, 20);
+  std::string bytes = seq->Serialize();
+  const auto& layout = runner_->layout();
+  EXPECT_EQ(SequenceState::Deserialize(layout, bytes.substr(0, 10)).status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(SequenceState::Deserialize(layout, bytes.substr(0, bytes.size() - 1)).status().code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(SequenceState::Deserialize(layout, bytes + "x").status().code(), Status::Code::kCorruption);
+  std::string bad_magic = bytes;
+  bad_magic[0] ^= 1;
+  EXPECT_EQ(SequenceState::Deserialize(layout, bad_magic).status().code(), Status::Code::kCorruption);
+  std::string bad_version = bytes;
+  bad_version[4] ^= 1;
+  EXPECT_EQ(SequenceState::Deserialize(layout, bad_version).status().code(), Status::Code::kNotSupported);
+  std::string bad_count = bytes;
+  bad_count[16] ^= 1;
+  EXPECT_EQ(SequenceState::Deserialize(layout, bad_count).status().code(), Status::Code::kCorruption);
+  // Another layout (F32 KV) refuses the bytes.
+  auto other = std::make_shared<const StateLayout>(
+      StateLayout::ForModel(model_->config(), DType::kF32, 1024));
+  auto st = SequenceState::Deserialize(other, bytes);
+  EXPECT_EQ(st.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("layout"), std::string::npos);
+}
+
+TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
+  auto seq = runner_->NewSequence();
+  auto tokens = RandomTokens(1025, 8);
+  std::vector<BatchEntry> batch;
+  for (int32_t t : tokens) batch.push_back({seq.get(), t, false});
+  std::vector<float> logits;
+  Status st = runner_->Forward(batch, &logits);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("1024"), std::string::npos);
+  EXPECT_EQ(seq->n_tokens(), 0);
+  BatchEntry bad{seq.get(), 4096, true};
+  EXPECT_EQ(runner_->Forward({&bad, 1}, &logits).code(), Status::Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, StateTest,
+                         ::testing::Values("tiny-llama", "tiny-llama-q8_0", "tiny-llama-f16",
+                                           "tiny-qwen2-bf16", "tiny-qwen3",
+                                           "tiny-hybrid-nemotron_h"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+// Removing a span re-rotates the later keys to their new positions. In layer 0
+// a key depends only on its own token and position, so after the shift the
+// layer-0 keys must equal those of a fresh read of the remaining tokens (up to
+// the extra f32 rotation), and the values must be byte-identical.
+TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen3"}) {
+    SCOPED_TRACE(name);
+    auto model = Model::Load(Env::Default(), RefModelPath(name), {.progress = nullptr, .prefault = false});
+    ASSERT_TRUE(model.ok());
+    auto runner = Runner::Create(**model, {.n_threads = 1, .kv_type = DType::kF32, .n_ctx = 512});
+    ASSERT_TRUE(runner.ok());
+    Runner& r = **runner;
+    auto tokens = RandomTokens(200, 9);
+    auto seq = r.NewSequence();
+    std::vector<BatchEntry> batch;
+    for (int32_t t : tokens) batch.push_back({seq.get(), t, false});
+    std::vector<float> logits;
+    ASSERT_TRUE(r.Forward(batch, &logits).ok());
+    ASSERT_TRUE(seq->RemoveSpan(10, 150).ok());
+    ASSERT_EQ(seq->n_tokens(), 60);
+
+    std::vector<int32_t> kept(tokens.begin(), tokens.begin() + 10);
+    kept.insert(kept.end(), tokens.begin() + 150, tokens.end());
+    auto fresh = r.NewSequence();
+    batch.clear();
+    for (int32_t t : kept) batch.push_back({fresh.get(), t, false});
+    ASSERT_TRUE(r.Forward(batch, &logits).ok());
+
+    const size_t rb = r.layout()->kv_row_bytes(0);
+    const int64_t dims = r.layout()->kv_dims[0];
+    float max_diff = 0;
+    for (int64_t p = 0; p < 60; ++p) {
+      const float* a = reinterpret_cast<const float*>(seq->k_row(0, p));
+      const float* b = reinterpret_cast<const float*>(fresh->k_row(0, p));
+      for (int64_t i = 0; i < dims; ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+      EXPECT_EQ(std::memcmp(seq->v_row(0, p), fresh->v_row(0, p), rb), 0) << "value row " << p;
+    }
+    EXPECT_LT(max_diff, 1e-4f);
+    EXPECT_GT(max_diff, 0.0f);  // rotated, not copied from the fresh read
+  }
+}
+
+TEST(RemoveSpanTest, RejectsBadSpansAndRecurrentState) {
+  auto model = Model::Load(Env::Default(), RefModelPath("tiny-hybrid-nemotron_h"), {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok());
+  auto runner = Runner::Create(**model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 256});
+  ASSERT_TRUE(runner.ok());
+  auto seq = (*runner)->NewSequence();
+  std::vector<BatchEntry> batch;
+  for (int32_t t : RandomTokens(20, 10)) batch.push_back({seq.get(), t, false});
+  std::vector<float> logits;
+  ASSERT_TRUE((*runner)->Forward(batch, &logits).ok());
+  EXPECT_EQ(seq->RemoveSpan(2, 5).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(seq->RemoveSpan(5, 2).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(seq->RemoveSpan(0, 21).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(seq->SizeBytes(), 20 * (*runner)->layout()->kv_bytes_per_token() +
+                                  (*runner)->layout()->recurrent_bytes());
+}
+
+}  // namespace
+}  // namespace mx::models

@@ -1,0 +1,346 @@
+#include "models/synthetic_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "gguf/gguf_writer.h"
+#include "kernels/kernels.h"
+
+namespace mx::models {
+
+const char kChatmlTemplate[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+namespace {
+
+// Text the tokenizer's merges are learned from (written for this project).
+constexpr std::string_view kCorpus =
+    "The prompt cache keeps the processed state of every conversation, so that the next turn "
+    "of a chat only reads the new tokens. A chat front end sends the whole conversation with "
+    "every message: the system prompt, the notes, every question and every answer. Without a "
+    "cache the model reads all of it again, and long chats become slower with every turn. "
+    "With the cache, the server compares the new prompt with the conversations it already "
+    "holds, finds the one that shares the longest start, and continues from there. "
+    "When two chats share only their beginning, the shared part is copied and both go on. "
+    "When memory is full, the conversation that was used least recently leaves first and is "
+    "written to disk, sealed with a key, so that it can come back after a restart. "
+    "The engine reads model files in the GGUF format, maps their weights into memory and "
+    "runs the transformer layers: attention with rotary positions, a gated feed-forward "
+    "network, and normalisation before each block. Numbers are stored as 32-bit floats, "
+    "16-bit halves or 8-bit blocks with a shared scale. Each token's result must not depend "
+    "on how the prompt was split into batches, because a reply computed from a cached state "
+    "must equal, token for token, the reply computed by reading everything again.\n"
+    "Hello! How are you today? I would like to know more about the weather in the mountains, "
+    "the history of the old town, and the best way to cook rice. Thank you for your help.\n"
+    "def add(a, b):\n    return a + b\n\nfor i in range(10):\n    print(i, add(i, 2))\n"
+    "Numbers: 0 1 2 3 4 5 6 7 8 9 10 100 1000 2024 3.14 42%.\n";
+
+// GPT-2's byte -> code point map (printable bytes map to themselves, the rest
+// to U+0100 upwards), as UTF-8 strings.
+std::vector<std::string> ByteToUnicode() {
+  std::vector<std::string> out(256);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
+    int cp = printable ? b : next++;
+    std::string s;
+    if (cp < 0x80) {
+      s.push_back(static_cast<char>(cp));
+    } else {
+      s.push_back(static_cast<char>(0xc0 | (cp >> 6)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    }
+    out[static_cast<size_t>(b)] = s;
+  }
+  return out;
+}
+
+// splitmix64: a small, fast, well-mixed generator; one stream per tensor.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  // Standard normal (Box-Muller, both values used).
+  float Normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double u = Uniform(), v = Uniform();
+    double r = std::sqrt(-2.0 * std::log(u));
+    spare_ = static_cast<float>(r * std::sin(2 * M_PI * v));
+    has_spare_ = true;
+    return static_cast<float>(r * std::cos(2 * M_PI * v));
+  }
+
+ private:
+  uint64_t s_;
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+uint64_t HashName(uint64_t seed, std::string_view name) {
+  uint64_t h = 14695981039346656037ull ^ seed;
+  for (char c : name) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string Blk(int64_t i, const char* name) { return "blk." + std::to_string(i) + "." + name; }
+
+}  // namespace
+
+SyntheticVocab BuildSyntheticVocab(int64_t n_vocab) {
+  SyntheticVocab v;
+  const std::vector<std::string> byte_map = ByteToUnicode();
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(byte_map[static_cast<size_t>(b)]);
+    v.types.push_back(1);
+  }
+  const int64_t n_special = 3;
+  const int64_t max_merges = std::max<int64_t>(0, n_vocab - 256 - n_special);
+
+  // Pre-split the corpus GPT-2 style: a word keeps its leading space.
+  std::map<std::vector<std::string>, int> words;
+  auto alnum = [](char c) { return std::isalnum(static_cast<uint8_t>(c)) != 0; };
+  for (size_t i = 0; i < kCorpus.size();) {
+    const size_t start = i;
+    if (kCorpus[i] == ' ' && i + 1 < kCorpus.size() && alnum(kCorpus[i + 1])) ++i;
+    if (alnum(kCorpus[i])) {
+      while (i < kCorpus.size() && alnum(kCorpus[i])) ++i;
+    } else {
+      ++i;
+    }
+    std::vector<std::string> word;
+    for (size_t j = start; j < i; ++j) word.push_back(byte_map[static_cast<uint8_t>(kCorpus[j])]);
+    ++words[word];
+  }
+
+  std::set<std::string> known(v.tokens.begin(), v.tokens.end());
+  for (int64_t m = 0; m < max_merges; ++m) {
+    std::map<std::pair<std::string, std::string>, int> counts;
+    for (const auto& [w, n] : words) {
+      for (size_t i = 0; i + 1 < w.size(); ++i) counts[{w[i], w[i + 1]}] += n;
+    }
+    auto best = counts.end();
+    for (auto it = counts.begin(); it != counts.end(); ++it) {
+      if (best == counts.end() || it->second > best->second) best = it;
+    }
+    if (best == counts.end() || best->second < 2) break;
+    const auto [left, right] = best->first;
+    v.merges.push_back(left + " " + right);
+    std::string merged = left + right;
+    if (known.insert(merged).second) {
+      v.tokens.push_back(merged);
+      v.types.push_back(1);
+    }
+    std::map<std::vector<std::string>, int> next;
+    for (const auto& [w, n] : words) {
+      std::vector<std::string> out;
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (i + 1 < w.size() && w[i] == left && w[i + 1] == right) {
+          out.push_back(merged);
+          ++i;
+        } else {
+          out.push_back(w[i]);
+        }
+      }
+      next[out] += n;
+    }
+    words = std::move(next);
+  }
+  // Pad to the requested size with unused tokens, then the three specials.
+  for (int64_t i = 0; static_cast<int64_t>(v.tokens.size()) < n_vocab - n_special; ++i) {
+    v.tokens.push_back("<|unused_" + std::to_string(i) + "|>");
+    v.types.push_back(5);
+  }
+  for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    v.tokens.push_back(s);
+    v.types.push_back(3);
+  }
+  return v;
+}
+
+std::vector<std::string> SyntheticPresetNames() {
+  return {"tiny", "smollm2-135m", "qwen3-0.6b", "llama-135m"};
+}
+
+Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
+  SyntheticSpec s;
+  s.name = std::string(preset);
+  if (preset == "tiny") return s;
+  if (preset == "smollm2-135m") {
+    s.arch = "llama";
+    s.n_layer = 30, s.n_embd = 576, s.n_head = 9, s.n_kv_head = 3, s.n_ff = 1536;
+    s.n_vocab = 49152, s.n_ctx = 8192, s.tied_embeddings = true, s.rope_theta = 100000;
+    return s;
+  }
+  if (preset == "qwen3-0.6b") {
+    s.arch = "qwen3";
+    s.n_layer = 28, s.n_embd = 1024, s.n_head = 16, s.n_kv_head = 8, s.head_dim = 128;
+    s.n_ff = 3072, s.n_vocab = 151936, s.n_ctx = 40960, s.tied_embeddings = true;
+    return s;
+  }
+  if (preset == "llama-135m") {
+    s.arch = "llama";
+    s.n_layer = 12, s.n_embd = 768, s.n_head = 12, s.n_kv_head = 12, s.n_ff = 2048;
+    s.n_vocab = 32000, s.n_ctx = 2048;
+    return s;
+  }
+  std::string names;
+  for (const auto& n : SyntheticPresetNames()) names += (names.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("unknown model preset '" + std::string(preset) + "' (known: " + names + ")");
+}
+
+Status ValidateSyntheticSpec(const SyntheticSpec& s) {
+  auto positive = [](const char* field, int64_t v, int64_t max) -> Status {
+    if (v <= 0 || v > max) {
+      return Status::InvalidArgument(std::string(field) + " = " + std::to_string(v) +
+                                     ", expected 1.." + std::to_string(max));
+    }
+    return Status::Ok();
+  };
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return Status::InvalidArgument("arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3)");
+  }
+  MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
+  MX_RETURN_IF_ERROR(positive("dim", s.n_embd, 65536));
+  MX_RETURN_IF_ERROR(positive("heads", s.n_head, 1024));
+  MX_RETURN_IF_ERROR(positive("kv-heads", s.n_kv_head, 1024));
+  MX_RETURN_IF_ERROR(positive("ffn", s.n_ff, 1 << 20));
+  MX_RETURN_IF_ERROR(positive("context", s.n_ctx, 1 << 22));
+  if (s.n_vocab < 259 + 3 || s.n_vocab > (1 << 22)) {
+    return Status::InvalidArgument("vocab = " + std::to_string(s.n_vocab) + ", expected 262.." +
+                                   std::to_string(1 << 22));
+  }
+  if (s.n_head % s.n_kv_head != 0) {
+    return Status::InvalidArgument("heads (" + std::to_string(s.n_head) +
+                                   ") must be a multiple of kv-heads (" +
+                                   std::to_string(s.n_kv_head) + ")");
+  }
+  int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0) {
+    return Status::InvalidArgument("dim (" + std::to_string(s.n_embd) +
+                                   ") must be a multiple of heads, or set head-dim");
+  }
+  if (hd % 2 != 0) return Status::InvalidArgument("head dim " + std::to_string(hd) + " must be even");
+  if (!kernels::QuantizeSupported(s.weight_type)) {
+    return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " cannot be written");
+  }
+  const int64_t block = GetDTypeInfo(s.weight_type).block_values;
+  for (int64_t cols : {s.n_embd, s.n_head * hd, s.n_ff}) {
+    if (cols % block != 0) {
+      return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " needs rows that are a multiple of " +
+                                     std::to_string(block) + " values; a row here has " +
+                                     std::to_string(cols));
+    }
+  }
+  return Status::Ok();
+}
+
+Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  MX_RETURN_IF_ERROR(ValidateSyntheticSpec(s));
+  const std::string& a = s.arch;
+  const int64_t e = s.n_embd, hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  const float theta = s.rope_theta > 0 ? s.rope_theta : (a == "llama" ? 1e4f : 1e6f);
+
+  gguf::GgufWriter w;
+  w.SetString("general.architecture", a);
+  w.SetString("general.name", s.name);
+  w.SetU32("general.file_type", static_cast<uint32_t>(s.weight_type));
+  w.SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w.SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
+  w.SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  w.SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+  w.SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w.SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w.SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
+  w.SetF32(a + ".rope.freq_base", theta);
+  w.SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+
+  SyntheticVocab vocab = BuildSyntheticVocab(s.n_vocab);
+  const auto n_tok = static_cast<int32_t>(vocab.tokens.size());
+  w.SetString("tokenizer.ggml.model", "gpt2");
+  w.SetString("tokenizer.ggml.pre", "qwen2");
+  w.SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w.SetI32Array("tokenizer.ggml.token_type", vocab.types);
+  w.SetStringArray("tokenizer.ggml.merges", vocab.merges);
+  w.SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_tok - 3));
+  w.SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
+  w.SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
+  w.SetBool("tokenizer.ggml.add_bos_token", false);
+  w.SetString("tokenizer.chat_template", kChatmlTemplate);
+
+  // Tensors, in llama.cpp's usual order.
+  struct Plan {
+    std::string name;
+    int64_t cols, rows;
+    float std;     // 0: norm weight (1 + 0.1 N)
+    bool matrix;   // stored in the weight type
+  };
+  std::vector<Plan> plan;
+  plan.push_back({"token_embd.weight", e, s.n_vocab, s.tied_embeddings ? 0.15f : 1.0f, true});
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
+    plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
+    plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
+    plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
+    if (a == "qwen2") {
+      plan.push_back({Blk(i, "attn_q.bias"), q_dim, 1, 0.5f, false});
+      plan.push_back({Blk(i, "attn_k.bias"), kv_dim, 1, 0.5f, false});
+      plan.push_back({Blk(i, "attn_v.bias"), kv_dim, 1, 0.5f, false});
+    }
+    if (a == "qwen3") {
+      plan.push_back({Blk(i, "attn_q_norm.weight"), hd, 1, 0, false});
+      plan.push_back({Blk(i, "attn_k_norm.weight"), hd, 1, 0, false});
+    }
+    plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
+    plan.push_back({Blk(i, "ffn_norm.weight"), e, 1, 0, false});
+    plan.push_back({Blk(i, "ffn_gate.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
+    plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
+    plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true});
+  }
+  plan.push_back({"output_norm.weight", e, 1, 0, false});
+  if (!s.tied_embeddings) plan.push_back({"output.weight", e, s.n_vocab, 2 / std::sqrt(float(e)), true});
+
+  uint64_t total = 0, done = 0;
+  for (const Plan& p : plan) total += static_cast<uint64_t>(p.cols * p.rows);
+  std::vector<float> row;
+  for (const Plan& p : plan) {
+    Rng rng(HashName(s.seed, p.name));
+    const DType type = p.matrix ? s.weight_type : DType::kF32;
+    const size_t rb = RowBytes(type, p.cols);
+    std::string bytes(rb * static_cast<size_t>(p.rows), '\0');
+    row.resize(static_cast<size_t>(p.cols));
+    for (int64_t r = 0; r < p.rows; ++r) {
+      for (auto& x : row) x = p.std == 0 ? 1.0f + 0.1f * rng.Normal() : p.std * rng.Normal();
+      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb, p.cols);
+    }
+    std::vector<int64_t> shape = p.rows == 1 && !p.matrix ? std::vector<int64_t>{p.cols}
+                                                           : std::vector<int64_t>{p.cols, p.rows};
+    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, shape, std::move(bytes)));
+    done += static_cast<uint64_t>(p.cols * p.rows);
+    if (progress) progress(done, total);
+  }
+  return w.WriteTo(env, path);
+}
+
+}  // namespace mx::models

@@ -1,0 +1,87 @@
+#include "ref_data.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <cstring>
+
+namespace mx::testing {
+namespace {
+
+std::vector<std::vector<std::pair<int32_t, float>>> ReadTop5(const nlohmann::json& j) {
+  std::vector<std::vector<std::pair<int32_t, float>>> out;
+  for (const auto& pos : j) {
+    std::vector<std::pair<int32_t, float>> row;
+    for (const auto& pair : pos) row.emplace_back(pair[0].get<int32_t>(), pair[1].get<float>());
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RefDir() { return MATRICXON_REF_DIR; }
+
+const RefPrompt& RefModel::prompt(const std::string& name) const {
+  for (const auto& p : prompts) {
+    if (p.name == name) return p;
+  }
+  static RefPrompt empty;
+  ADD_FAILURE() << "no prompt " << name;
+  return empty;
+}
+
+RefModel LoadRefModel(const std::string& name) {
+  RefModel m;
+  m.name = name;
+  m.model_path = RefDir() + "/models/" + name + ".gguf";
+  std::ifstream in(RefDir() + "/ref-" + name + ".json");
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << RefDir() << "/ref-" << name << ".json";
+    return m;
+  }
+  nlohmann::json j = nlohmann::json::parse(in);
+  m.add_bos = j.value("add_bos", false);
+  for (const auto& p : j["prompts"]) {
+    RefPrompt r;
+    r.name = p["name"].get<std::string>();
+    r.text = p["text"].get<std::string>();
+    r.tokens = p["tokens"].get<std::vector<int32_t>>();
+    r.last_logits = p["last_logits"].get<std::vector<float>>();
+    r.argmax_per_position = p["argmax_per_position"].get<std::vector<int32_t>>();
+    r.top5_per_position = ReadTop5(p["top5_per_position"]);
+    r.greedy.tokens = p["greedy"]["tokens"].get<std::vector<int32_t>>();
+    r.greedy.margin_top1_top2 = p["greedy"]["margin_top1_top2"].get<std::vector<float>>();
+    if (p.contains("dequantized_f32_reference") && !p["dequantized_f32_reference"].is_null()) {
+      const auto& d = p["dequantized_f32_reference"];
+      r.deq_last_logits = d["last_logits"].get<std::vector<float>>();
+      r.deq_argmax_per_position = d["argmax_per_position"].get<std::vector<int32_t>>();
+      r.deq_top5_per_position = ReadTop5(d["top5_per_position"]);
+    }
+    if (p.contains("chunked")) {
+      const auto& c = p["chunked"];
+      r.chunk_split = c.value("split", 0);
+      if (c.contains("last_logits_after_chunk1")) {
+        r.last_logits_after_chunk1 = c["last_logits_after_chunk1"].get<std::vector<float>>();
+      }
+    }
+    m.prompts.push_back(std::move(r));
+  }
+  return m;
+}
+
+std::vector<float> LoadAllLogits(const std::string& model_name) {
+  std::ifstream in(RefDir() + "/logits/" + model_name + ".chat.f32", std::ios::binary);
+  std::vector<float> out;
+  if (!in) return out;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  out.resize(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace mx::testing

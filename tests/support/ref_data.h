@@ -1,0 +1,48 @@
+// Test support: reads ../shared/ref (llama.cpp's reference outputs for the
+// tiny GGUF models; see ../shared/ref/README.md). Test-only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mx::testing {
+
+struct RefGreedy {
+  std::vector<int32_t> tokens;
+  std::vector<float> margin_top1_top2;
+};
+
+struct RefPrompt {
+  std::string name;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<float> last_logits;
+  std::vector<int32_t> argmax_per_position;
+  std::vector<std::vector<std::pair<int32_t, float>>> top5_per_position;
+  RefGreedy greedy;
+  // dequantized_f32_reference (F16/BF16/quantized models only; empty otherwise)
+  std::vector<float> deq_last_logits;
+  std::vector<int32_t> deq_argmax_per_position;
+  std::vector<std::vector<std::pair<int32_t, float>>> deq_top5_per_position;
+  // For the hybrid model's chunking checks.
+  int64_t chunk_split = 0;
+  std::vector<float> last_logits_after_chunk1;
+};
+
+struct RefModel {
+  std::string name;        // "tiny-llama"
+  std::string model_path;  // .../models/tiny-llama.gguf
+  bool add_bos = false;
+  std::vector<RefPrompt> prompts;
+  const RefPrompt& prompt(const std::string& name) const;
+};
+
+std::string RefDir();
+// Loads ref-<name>.json. Aborts the test (ADD_FAILURE + empty) when missing.
+RefModel LoadRefModel(const std::string& name);
+// Raw logits file logits/<model>.chat.f32 as [n_tokens][n_vocab].
+std::vector<float> LoadAllLogits(const std::string& model_name);
+
+}  // namespace mx::testing
