@@ -77,6 +77,18 @@ TEST(ThreadPoolTest, RunsEveryTaskOnce) {
   }
 }
 
+// Many tiny jobs in a row: a worker that wakes late must never run a task of
+// a newer job with an older job's function, nor run a task twice.
+TEST(ThreadPoolTest, BackToBackSmallJobsRunEachTaskOnce) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 20000; ++round) {
+    const int64_t n = 1 + round % 7;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.ParallelFor(n, [&](int64_t t, int) { hits[static_cast<size_t>(t)].fetch_add(1); });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+  }
+}
+
 TEST(EnvTest, AtomicWriteThenRead) {
   Env* env = Env::Default();
   std::string dir = ::testing::TempDir() + "/mx_env_test";

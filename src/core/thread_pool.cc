@@ -27,17 +27,24 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
-    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunTasks(int thread_index) {
+void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
   for (;;) {
-    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    (*fn_)(task, thread_index);
+    uint64_t c = counter_.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(c >> 32) != generation) return;  // a newer job
+    const int64_t n = n_tasks_.load(std::memory_order_acquire);
+    const auto* fn = fn_.load(std::memory_order_acquire);
+    const int64_t task = static_cast<int64_t>(c & 0xffffffffu);
+    if (task >= n) return;
+    // Succeeds only while the word still names this job and this task, so
+    // `fn` and `n` (read after the job was published) belong to it.
+    if (!counter_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(task, thread_index);
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
@@ -47,35 +54,44 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, 
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0);
-    active_.store(n_threads_ - 1);
-    generation_.fetch_add(1, std::memory_order_release);
+  const uint32_t generation = ++generation_;
+  n_tasks_.store(n_tasks, std::memory_order_relaxed);
+  fn_.store(&fn, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  counter_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mu_);  // pairs with the sleeper's predicate check
+    wake_.notify_all();
   }
-  wake_.notify_all();
-  RunTasks(0);
-  while (active_.load(std::memory_order_acquire) != 0) CpuRelax();
+  RunTasks(generation, 0);
+  int spins = 0;
+  while (done_.load(std::memory_order_acquire) != n_tasks) {
+    if (++spins < kSpinIterations) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      CpuRelax();
-      ++spins;
-    }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    auto current = [&] { return static_cast<uint32_t>(counter_.load(std::memory_order_acquire) >> 32); };
+    while (current() == seen && !stop_.load(std::memory_order_relaxed)) {
+      if (++spins < kSpinIterations) {
+        CpuRelax();
+        continue;
+      }
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.wait(lock, [&] { return current() != seen || stop_.load(); });
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
     }
-    seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    RunTasks(thread_index);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = current();
+    RunTasks(seen, thread_index);
   }
 }
 

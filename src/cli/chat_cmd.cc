@@ -1,0 +1,189 @@
+// matricxon chat: one chat in the terminal, streaming tokens. The chat keeps
+// its state between turns, so each turn reads only the tokens the previous
+// turns did not (the longest common start is kept, the rest re-read).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress.h"
+#include "core/env.h"
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "engine/loaded_model.h"
+#include "engine/sampler.h"
+#include "models/runner.h"
+
+namespace mx::cli {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"model", "", "GGUF model file (required)"},
+    {"threads", "", "compute threads (default: physical cores)"},
+    {"ctx", "0", "context size in tokens (0: the model's, capped at 8192)"},
+    {"system", "", "system prompt"},
+    {"template", "", "force a chat template family (chatml, qwen3, llama3, mistral, gemma, phi3)"},
+    {"max-tokens", "512", "most tokens per reply"},
+    {"temperature", "0.8", "sampling temperature (0 = greedy)"},
+    {"top-k", "40", "top-k (0 = off)"},
+    {"top-p", "0.95", "top-p"},
+    {"min-p", "0.05", "min-p"},
+    {"repeat-penalty", "1.0", "repetition penalty (1 = off)"},
+    {"seed", "0", "sampling seed (0 = random)"},
+    {"kv-type", "f16", "KV cache type: f16 or f32"},
+    {"stats", "", "print prompt/generation speed after each reply", true},
+};
+
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+Status Run(const Flags& f) {
+  if (f.Get("model").empty()) return Status::InvalidArgument("--model is required");
+  Env* env = Env::Default();
+  int64_t threads = PhysicalCoreCount();
+  if (f.Has("threads")) {
+    MX_ASSIGN_OR_RETURN(threads, f.GetInt("threads", 1, 1024));
+  }
+  MX_ASSIGN_OR_RETURN(int64_t ctx, f.GetInt("ctx", 0, int64_t{1} << 22));
+  MX_ASSIGN_OR_RETURN(int64_t max_tokens, f.GetInt("max-tokens", 1, int64_t{1} << 22));
+  engine::SamplingParams sp;
+  MX_ASSIGN_OR_RETURN(double temperature, f.GetDouble("temperature", 0, 100));
+  MX_ASSIGN_OR_RETURN(int64_t top_k, f.GetInt("top-k", 0, int64_t{1} << 30));
+  MX_ASSIGN_OR_RETURN(double top_p, f.GetDouble("top-p", 0, 1));
+  MX_ASSIGN_OR_RETURN(double min_p, f.GetDouble("min-p", 0, 1));
+  MX_ASSIGN_OR_RETURN(double repeat_penalty, f.GetDouble("repeat-penalty", 0, 100));
+  MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
+  sp.temperature = static_cast<float>(temperature);
+  sp.top_k = static_cast<int>(top_k);
+  sp.top_p = static_cast<float>(top_p);
+  sp.min_p = static_cast<float>(min_p);
+  sp.repeat_penalty = static_cast<float>(repeat_penalty);
+  sp.seed = static_cast<uint64_t>(seed);
+  MX_RETURN_IF_ERROR(engine::ValidateSamplingParams(sp));
+  DType kv_type = f.Get("kv-type") == "f32" ? DType::kF32 : DType::kF16;
+  if (f.Get("kv-type") != "f32" && f.Get("kv-type") != "f16") {
+    return Status::InvalidArgument("--kv-type '" + f.Get("kv-type") + "': expected f16 or f32");
+  }
+
+  Progress progress("loading " + f.Get("model"), true);
+  engine::ModelLoadOptions lo;
+  lo.load.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  lo.template_override = f.Get("template");
+  MX_ASSIGN_OR_RETURN(auto lm, engine::LoadedModel::Load(env, f.Get("model"), lo));
+  progress.Done();
+  MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*lm->model, {.n_threads = static_cast<int>(threads),
+                                                                       .kv_type = kv_type,
+                                                                       .n_ctx = ctx}));
+  const auto& cfg = lm->model->config();
+  std::fprintf(stderr, "model: %s (%s, %lld layers, dim %lld, vocab %lld), template %s, context %lld, %lld threads\n",
+               f.Get("model").c_str(), models::ArchName(cfg.arch), static_cast<long long>(cfg.n_layer),
+               static_cast<long long>(cfg.n_embd), static_cast<long long>(cfg.n_vocab),
+               std::string(templates::FamilyName(lm->family)).c_str(),
+               static_cast<long long>(runner->n_ctx()), static_cast<long long>(threads));
+  std::fprintf(stderr, "type a message and press enter; /reset starts over, /quit or end of input leaves\n");
+
+  std::vector<templates::ChatMessage> messages;
+  if (f.Has("system")) messages.push_back({"system", f.Get("system"), std::nullopt});
+  auto seq = runner->NewSequence();
+  std::vector<int32_t> held;  // tokens whose state `seq` holds
+  engine::Sampler sampler(sp);
+  const bool tty = isatty(STDIN_FILENO) != 0;
+  std::vector<float> logits;
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/quit") break;
+    if (line == "/reset") {
+      messages.resize(f.Has("system") ? 1 : 0);
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line, std::nullopt});
+    MX_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, lm->EncodeChat(messages, {}));
+    if (static_cast<int64_t>(prompt.size()) + 1 > runner->n_ctx()) {
+      std::fprintf(stderr, "the chat (%zu tokens) no longer fits the context (%lld); /reset to start over\n",
+                   prompt.size(), static_cast<long long>(runner->n_ctx()));
+      messages.pop_back();
+      continue;
+    }
+    // Keep the longest common start; a recurrent state can only be kept whole.
+    size_t keep = CommonPrefix(held, prompt);
+    if (keep == prompt.size()) --keep;  // always read at least one token to get logits
+    if (seq->has_recurrent() && keep != held.size()) keep = 0;
+    MX_RETURN_IF_ERROR(seq->Truncate(static_cast<int64_t>(keep)));
+    held.resize(keep);
+
+    const uint64_t t0 = env->NowMicros();
+    constexpr size_t kChunk = 512;
+    for (size_t i = keep; i < prompt.size(); i += kChunk) {
+      std::vector<models::BatchEntry> batch;
+      for (size_t j = i; j < std::min(prompt.size(), i + kChunk); ++j) {
+        batch.push_back({seq.get(), prompt[j], j + 1 == prompt.size()});
+      }
+      MX_RETURN_IF_ERROR(runner->Forward(batch, &logits));
+    }
+    held = prompt;
+    const uint64_t t1 = env->NowMicros();
+
+    tokenizer::Utf8StreamDecoder decoder;
+    std::string reply;
+    int64_t generated = 0;
+    while (generated < max_tokens && seq->n_tokens() < runner->n_ctx()) {
+      int32_t tok = sampler.Sample(logits, held);
+      if (lm->tokenizer->IsEog(tok)) break;
+      std::string text = decoder.Push(lm->tokenizer->TokenToPiece(tok));
+      reply += text;
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+      models::BatchEntry e{seq.get(), tok, true};
+      MX_RETURN_IF_ERROR(runner->Forward({&e, 1}, &logits));
+      held.push_back(tok);
+      ++generated;
+    }
+    std::string tail = decoder.Flush();
+    reply += tail;
+    std::fputs(tail.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const uint64_t t2 = env->NowMicros();
+    messages.push_back({"assistant", reply, std::nullopt});
+    if (f.GetBool("stats")) {
+      double pp_s = static_cast<double>(t1 - t0) / 1e6, tg_s = static_cast<double>(t2 - t1) / 1e6;
+      std::fprintf(stderr, "[prompt %zu tokens, %zu reused, %zu read in %.3f s; %lld generated, %.1f tokens/s]\n",
+                   prompt.size(), keep, prompt.size() - keep, pp_s, static_cast<long long>(generated),
+                   tg_s > 0 ? static_cast<double>(generated) / tg_s : 0.0);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int ChatCommand(int argc, char** argv) {
+  auto flags = Flags::Parse(kFlags, argc, argv, 2);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon chat: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage("chat", "Chats with a GGUF model in the terminal, streaming the reply.", kFlags).c_str(),
+               stdout);
+    return 0;
+  }
+  Status st = Run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon chat: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mx::cli

@@ -1,0 +1,31 @@
+// matricxon: the command-line entry point. Dispatches to a sub-command.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: matricxon <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  make-model   write a synthetic GGUF model of any shape (tests, benchmarks)\n"
+    "  chat         chat with a model in the terminal, streaming tokens\n"
+    "\n"
+    "Run `matricxon <command> --help` for the flags of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  if (command == "make-model") return mx::cli::MakeModelCommand(argc, argv);
+  if (command == "chat") return mx::cli::ChatCommand(argc, argv);
+  std::fprintf(stderr, "matricxon: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,97 @@
+// matricxon make-model: writes a synthetic GGUF model (models/synthetic_model.h).
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress.h"
+#include "core/env.h"
+#include "models/synthetic_model.h"
+
+namespace mx::cli {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"out", "", "path of the .gguf file to write (required)"},
+    {"preset", "tiny", "starting shape: tiny, smollm2-135m, qwen3-0.6b, llama-135m"},
+    {"arch", "", "architecture: llama, qwen2, qwen3"},
+    {"layers", "", "number of layers"},
+    {"dim", "", "embedding width"},
+    {"heads", "", "attention heads"},
+    {"kv-heads", "", "key/value heads (GQA)"},
+    {"head-dim", "", "head width (default dim / heads)"},
+    {"ffn", "", "feed-forward width"},
+    {"vocab", "", "vocabulary size (>= 262)"},
+    {"context", "", "training context length"},
+    {"type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0"},
+    {"tied", "", "tie the output head to the token embeddings", true},
+    {"untied", "", "separate output head", true},
+    {"seed", "1", "weight seed"},
+    {"name", "", "general.name (default: the preset)"},
+    {"quiet", "", "no progress output", true},
+};
+
+Result<DType> ParseWeightType(const std::string& s) {
+  if (s == "f32" || s == "F32") return DType::kF32;
+  if (s == "f16" || s == "F16") return DType::kF16;
+  if (s == "bf16" || s == "BF16") return DType::kBF16;
+  if (s == "q8_0" || s == "Q8_0") return DType::kQ8_0;
+  return Status::InvalidArgument("--type '" + s + "': expected f32, f16, bf16 or q8_0");
+}
+
+Status Run(const Flags& f) {
+  if (f.Get("out").empty()) return Status::InvalidArgument("--out is required");
+  MX_ASSIGN_OR_RETURN(models::SyntheticSpec spec, models::SyntheticPreset(f.Get("preset")));
+  if (f.Has("arch")) spec.arch = f.Get("arch");
+  struct IntFlag {
+    const char* name;
+    int64_t* field;
+  };
+  for (IntFlag i : {IntFlag{"layers", &spec.n_layer}, IntFlag{"dim", &spec.n_embd},
+                    IntFlag{"heads", &spec.n_head}, IntFlag{"kv-heads", &spec.n_kv_head},
+                    IntFlag{"head-dim", &spec.head_dim}, IntFlag{"ffn", &spec.n_ff},
+                    IntFlag{"vocab", &spec.n_vocab}, IntFlag{"context", &spec.n_ctx}}) {
+    if (f.Has(i.name)) {
+      MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));
+    }
+  }
+  MX_ASSIGN_OR_RETURN(spec.weight_type, ParseWeightType(f.Get("type")));
+  if (f.GetBool("tied")) spec.tied_embeddings = true;
+  if (f.GetBool("untied")) spec.tied_embeddings = false;
+  MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
+  spec.seed = static_cast<uint64_t>(seed);
+  if (f.Has("name")) spec.name = f.Get("name");
+
+  Progress progress("writing " + f.Get("out"), !f.GetBool("quiet"));
+  MX_RETURN_IF_ERROR(models::WriteSyntheticModel(
+      Env::Default(), spec, f.Get("out"),
+      [&](uint64_t done, uint64_t total) { progress.Update(done, total); }));
+  progress.Done();
+  return Status::Ok();
+}
+
+}  // namespace
+
+int MakeModelCommand(int argc, char** argv) {
+  auto flags = Flags::Parse(kFlags, argc, argv, 2);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon make-model: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage("make-model", "Writes a synthetic GGUF model with deterministic weights, "
+                                          "a byte-level BPE tokenizer and a ChatML template.",
+                            kFlags)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  Status st = Run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon make-model: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mx::cli
