@@ -1,0 +1,100 @@
+// Token sampling from logits, in the order of llama.cpp's default chain:
+// repetition penalty -> top-k -> top-p -> min-p -> temperature -> softmax -> draw.
+// Plus the log-probabilities the OpenAI API reports (`logprobs`, `top_logprobs`).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mx::engine {
+
+// Per-request sampling settings (OpenAI / llama.cpp server names and defaults).
+struct SamplingParams {
+  float temperature = 0.8f;     // [0, 2]; 0 = greedy (argmax)
+  int top_k = 40;               // >= 0; 0 = off
+  float top_p = 0.95f;          // (0, 1]; 1 = off
+  float min_p = 0.05f;          // [0, 1); 0 = off
+  float repeat_penalty = 1.0f;  // > 0; 1 = off
+  int repeat_last_n = 64;       // >= -1; tokens of history penalised; 0 = off, -1 = all
+  uint64_t seed = 0;            // 0 = a random seed
+  bool greedy() const { return temperature <= 0; }
+};
+
+// Checks every field against the ranges above. InvalidArgument naming the
+// field, its range and the value otherwise (NaN is out of every range).
+Status ValidateSamplingParams(const SamplingParams& params);
+
+// Draws tokens for one sequence. Not thread-safe: one Sampler per sequence.
+// REQUIRES: ValidateSamplingParams(params).ok() (checked by the caller, which
+// turns a bad request into an error before a Sampler exists).
+class Sampler {
+ public:
+  // Seeds a std::mt19937_64 with params.seed, or with std::random_device when it
+  // is 0 (seed() then tells which seed was drawn, for reproducing the run).
+  explicit Sampler(const SamplingParams& params);
+
+  // Returns the next token id in [0, logits.size()).
+  //   logits:  n_vocab values for the next position (not modified). NaN counts as
+  //            -infinity. When the best value is not finite (all -infinity or NaN,
+  //            or some +infinity) returns the greedy choice (id 0 if all are -inf).
+  //   history: the tokens so far (prompt + generated), for the repetition penalty;
+  //            ids outside [0, n_vocab) are ignored.
+  // Greedy (temperature <= 0): the argmax after the repetition penalty, ties to
+  // the lowest id; consumes no randomness. Otherwise the draw walks the surviving
+  // candidates in a fixed order (best first after top-k, else by id) with one
+  // 53-bit uniform from the mt19937_64, so a seed fixes the sequence.
+  // REQUIRES: !logits.empty().
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+  // The seed in use (params.seed, or the one drawn when that was 0).
+  uint64_t seed() const { return seed_; }
+
+  // The `n` most likely tokens with their natural-log probabilities under the
+  // full softmax of the unmodified logits (temperature 1, no penalty, no
+  // truncation), sorted by probability descending, ties by lower id. n <= 0 ->
+  // empty; n > n_vocab -> all tokens. NaN logits count as -infinity.
+  static std::vector<std::pair<int32_t, float>> TopLogprobs(std::span<const float> logits, int n);
+  // log softmax(logits)[id]; -infinity when id is outside [0, logits.size()).
+  static float Logprob(std::span<const float> logits, int32_t id);
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float weight = 0.0f;  // exp(logit - max logit), filled by the top-p step
+  };
+
+  // work_ = logits with NaN -> -inf and the repetition penalty applied.
+  void PreparePenalizedLogits(std::span<const float> logits, std::span<const int32_t> history);
+  // Fills cands_ with the candidates of work_ surviving top-k, top-p and min-p.
+  // False when no logit is finite (the caller then falls back to the argmax).
+  bool Truncate();
+  // The candidate order: logit descending, then id ascending (a strict total order).
+  static bool Better(const Candidate& a, const Candidate& b);
+  // The k best of `values` (NaN as -inf) into `out`, best first: logit
+  // descending, id ascending. A bounded heap: O(n log k), no full sort.
+  static void SelectTopK(std::span<const float> values, size_t k, std::vector<Candidate>& out);
+  // Top-p over cands_ in any order (weights filled): keeps, in the same order,
+  // the smallest best-first prefix whose weight reaches `target`. O(n) bucket
+  // pass plus a sort of one bucket, instead of a sort of the whole set.
+  void TopPUnsorted(float max_logit, double target);
+  // A uniform double in [0, 1) from 53 random bits (same on every platform).
+  double Uniform01();
+
+  SamplingParams params_;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<float> work_;         // [n_vocab] scratch, reused across calls
+  std::vector<Candidate> cands_;    // scratch, reused across calls
+  std::vector<Candidate> select_;   // scratch for TopPUnsorted
+  std::vector<double> bin_weight_;  // scratch for TopPUnsorted
+  std::vector<uint8_t> seen_;       // [n_vocab] scratch for the penalty, all 0 between calls
+};
+
+}  // namespace mx::engine

@@ -1,0 +1,453 @@
+// Built-in chat template families. Each renderer reproduces the official
+// Jinja template of its family for plain-text system/user/assistant messages;
+// the comment above each one says which template and which of its quirks.
+// Where a template uses Jinja's `trim` filter (Python str.strip()), PyStrip
+// below strips the same set of Unicode whitespace.
+#include "templates/chat_template.h"
+
+#include <array>
+#include <cstdint>
+
+namespace mx::templates {
+namespace {
+
+enum class Role { kSystem, kUser, kAssistant };
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kSystem: return "system";
+    case Role::kUser: return "user";
+    case Role::kAssistant: return "assistant";
+  }
+  return "user";
+}
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+// ---------------------------------------------------------------------------
+// Python-compatible strip helpers.
+
+// True for the non-ASCII code points Python's str.isspace() accepts.
+bool IsUnicodeSpace(uint32_t cp) {
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// Byte length of the whitespace code point that starts at s[i], or 0 when the
+// code point there is not whitespace (or not valid UTF-8).
+size_t SpaceLenAt(std::string_view s, size_t i) {
+  const auto c0 = static_cast<unsigned char>(s[i]);
+  if (c0 < 0x80) {
+    // \t \n \v \f \r, the separators \x1c-\x1f, and the space itself.
+    return ((c0 >= 0x09 && c0 <= 0x0D) || (c0 >= 0x1C && c0 <= 0x20)) ? 1 : 0;
+  }
+  // Every non-ASCII space is in the BMP: 2- or 3-byte sequences only.
+  size_t len = 0;
+  uint32_t cp = 0;
+  if ((c0 & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c0 & 0x1F;
+  } else if ((c0 & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c0 & 0x0F;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto ck = static_cast<unsigned char>(s[i + k]);
+    if ((ck & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (ck & 0x3F);
+  }
+  return IsUnicodeSpace(cp) ? len : 0;
+}
+
+// Jinja's `trim` filter: Python's str.strip() with no argument.
+std::string_view PyStrip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    const size_t n = SpaceLenAt(s, begin);
+    if (n == 0) break;
+    begin += n;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    // Start of the last code point: step back over at most 3 continuation bytes.
+    size_t start = end - 1;
+    while (start > begin && end - start < 4 &&
+           (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) {
+      --start;
+    }
+    if (SpaceLenAt(s, start) != end - start) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+// Python's str.lstrip(c) / str.rstrip(c) / str.strip(c) for one character.
+std::string_view LStripChar(std::string_view s, char c) {
+  while (!s.empty() && s.front() == c) s.remove_prefix(1);
+  return s;
+}
+std::string_view RStripChar(std::string_view s, char c) {
+  while (!s.empty() && s.back() == c) s.remove_suffix(1);
+  return s;
+}
+std::string_view StripChar(std::string_view s, char c) { return RStripChar(LStripChar(s, c), c); }
+
+// ---------------------------------------------------------------------------
+// Validation.
+
+Result<std::vector<Role>> ParseRoles(TemplateFamily family, std::span<const ChatMessage> messages) {
+  if (messages.empty()) {
+    return Status::InvalidArgument(
+        std::string(FamilyName(family)) +
+        " template: the message list is empty (need at least one message)");
+  }
+  std::vector<Role> roles;
+  roles.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = messages[i].role;
+    if (r == "system" || r == "developer") {
+      roles.push_back(Role::kSystem);
+    } else if (r == "user") {
+      roles.push_back(Role::kUser);
+    } else if (r == "assistant") {
+      roles.push_back(Role::kAssistant);
+    } else {
+      // The role comes from the request: quote at most 64 bytes of it.
+      const std::string shown = r.size() > 64 ? r.substr(0, 64) + "..." : r;
+      return Status::InvalidArgument(std::string(FamilyName(family)) + " template: message " +
+                                     std::to_string(i) + " has unknown role \"" + shown +
+                                     "\" (expected system, developer, user or assistant)");
+    }
+  }
+  return roles;
+}
+
+// Mistral and Gemma raise_exception() unless the roles after an optional
+// leading system message go user, assistant, user, ...
+Status CheckAlternation(TemplateFamily family, const std::vector<Role>& roles) {
+  const std::string name(FamilyName(family));
+  const size_t first = roles[0] == Role::kSystem ? 1 : 0;
+  if (first == roles.size()) {
+    return Status::InvalidArgument(name +
+                                   " template: message 0 is a system message and no user "
+                                   "message follows (" +
+                                   name + " merges the system prompt into the first user message)");
+  }
+  for (size_t i = first; i < roles.size(); ++i) {
+    const Role expected = (i - first) % 2 == 0 ? Role::kUser : Role::kAssistant;
+    if (roles[i] == expected) continue;
+    if (roles[i] == Role::kSystem) {
+      return Status::InvalidArgument(name + " template: message " + std::to_string(i) +
+                                     " is a system message, but " + name +
+                                     " accepts one only at index 0");
+    }
+    return Status::InvalidArgument(
+        name + " template: message " + std::to_string(i) + " has role \"" +
+        std::string(RoleName(roles[i])) + "\" where \"" + std::string(RoleName(expected)) +
+        "\" was expected (" + name +
+        " requires user/assistant alternation after an optional leading system message)");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Renderers. Each appends to `out`.
+
+// ChatML, exactly the template of our reference models (shared/ref) and the
+// message loop of Qwen2/Qwen2.5:
+//   {% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' +
+//   message['content'] + '<|im_end|>' + '\n'}}{% endfor %}
+//   {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}
+// Not reproduced: Qwen2.5's default system prompt ("You are Qwen, created by
+// Alibaba Cloud. ...") that its template inserts when messages[0] is not a
+// system message, and its tool-call/tool-response blocks.
+void RenderChatml(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                  const RenderOptions& options, std::string& out) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    out += "<|im_start|>";
+    out += RoleName(roles[i]);
+    out += '\n';
+    out += messages[i].content;
+    out += "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+}
+
+// Qwen3 (Qwen3-*B chat_template, non-tool path). System and user messages as
+// ChatML. For an assistant message:
+//   reasoning = message.reasoning_content if given; else if '</think>' in content:
+//     reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+//     content   = content.split('</think>')[-1].lstrip('\n')
+//   if index > last_query_index and (loop.last or reasoning):
+//     '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n'
+//       + content.lstrip('\n') + '<|im_end|>\n'
+//   else: '<|im_start|>assistant\n' + content + '<|im_end|>\n'
+// where last_query_index is the index of the last user message whose content is
+// not a '<tool_response>...</tool_response>' (messages|length - 1 if none).
+// So every assistant turn before the last user message loses its <think> block,
+// and a final assistant message always gets one (empty if it had none).
+// Generation prompt: '<|im_start|>assistant\n', plus '<think>\n\n</think>\n\n'
+// when enable_thinking is false.
+void RenderQwen3(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                 const RenderOptions& options, std::string& out) {
+  const size_t n = messages.size();
+  size_t last_query_index = n - 1;
+  for (size_t k = n; k-- > 0;) {
+    const std::string_view c = messages[k].content;
+    const bool is_tool_response =
+        c.starts_with("<tool_response>") && c.ends_with("</tool_response>");
+    if (roles[k] == Role::kUser && !is_tool_response) {
+      last_query_index = k;
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const ChatMessage& m = messages[i];
+    if (roles[i] != Role::kAssistant) {
+      out += "<|im_start|>";
+      out += RoleName(roles[i]);
+      out += '\n';
+      out += m.content;
+      out += "<|im_end|>\n";
+      continue;
+    }
+    std::string_view content = m.content;
+    std::string_view reasoning;
+    if (m.reasoning_content.has_value()) {
+      reasoning = *m.reasoning_content;
+    } else if (const size_t first_close = content.find("</think>");
+               first_close != std::string_view::npos) {
+      std::string_view before = RStripChar(content.substr(0, first_close), '\n');
+      if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) {
+        before = before.substr(open + std::string_view("<think>").size());
+      }
+      reasoning = LStripChar(before, '\n');
+      const size_t last_close = content.rfind("</think>");
+      content = LStripChar(content.substr(last_close + std::string_view("</think>").size()), '\n');
+    }
+    out += "<|im_start|>assistant\n";
+    const bool after_last_query = i > last_query_index;
+    if (after_last_query && (i + 1 == n || !reasoning.empty())) {
+      out += "<think>\n";
+      out += StripChar(reasoning, '\n');
+      out += "\n</think>\n\n";
+      out += LStripChar(content, '\n');
+    } else {
+      out += content;
+    }
+    out += "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (options.enable_thinking.has_value() && !*options.enable_thinking) {
+      out += "<think>\n\n</think>\n\n";
+    }
+  }
+}
+
+// Llama 3 / 3.x (Meta-Llama-3-8B-Instruct chat_template; the same as llama.cpp's
+// built-in "llama3"):
+//   {% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'
+//      + message['content'] | trim + '<|eot_id|>' %}
+//   {% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}
+//   ... {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+// Not reproduced: Llama 3.1+'s always-present system header with "Cutting
+// Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n", and tool roles.
+void RenderLlama3(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                  const RenderOptions& options, std::string& out) {
+  if (options.include_bos_text) out += "<|begin_of_text|>";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    out += "<|start_header_id|>";
+    out += RoleName(roles[i]);
+    out += "<|end_header_id|>\n\n";
+    out += PyStrip(messages[i].content);
+    out += "<|eot_id|>";
+  }
+  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+// Mistral "v1" (the official template of Mistral-7B-Instruct-v0.1/v0.2 and
+// Mixtral-8x7B-Instruct after Mistral's 2024 update; llama.cpp "mistral-v1"):
+//   {{- bos_token }} for each message after the optional system message:
+//   user:      ' [INST] ' + (system_message + '\n\n' if first) + content + ' [/INST]'
+//   assistant: ' ' + content + eos_token
+// Roles must alternate (raise_exception otherwise). The template has no
+// generation prompt: the prompt ends with " [/INST]" and the reply follows.
+void RenderMistral(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                   const RenderOptions& options, std::string& out) {
+  if (options.include_bos_text) out += "<s>";
+  const bool has_system = roles[0] == Role::kSystem;
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    if (roles[i] == Role::kUser) {
+      out += " [INST] ";
+      if (has_system && i == 1) {
+        out += messages[0].content;
+        out += "\n\n";
+      }
+      out += messages[i].content;
+      out += " [/INST]";
+    } else {
+      out += ' ';
+      out += messages[i].content;
+      out += "</s>";
+    }
+  }
+}
+
+// Gemma (gemma-3-*-it chat_template; Gemma 1/2 are the same without system support):
+//   {{ bos_token }}, first_user_prefix = messages[0]['content'] + '\n\n' if it is a system message
+//   '<start_of_turn>' + ('model' if assistant else 'user') + '\n'
+//     + (first_user_prefix if loop.first else '') + content | trim + '<end_of_turn>\n'
+//   generation prompt: '<start_of_turn>model\n'
+// Roles must alternate (raise_exception otherwise). The system text itself is not trimmed.
+void RenderGemma(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                 const RenderOptions& options, std::string& out) {
+  if (options.include_bos_text) out += "<bos>";
+  const bool has_system = roles[0] == Role::kSystem;
+  const size_t first = has_system ? 1 : 0;
+  for (size_t i = first; i < messages.size(); ++i) {
+    out += roles[i] == Role::kAssistant ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
+    if (has_system && i == first) {
+      out += messages[0].content;
+      out += "\n\n";
+    }
+    out += PyStrip(messages[i].content);
+    out += "<end_of_turn>\n";
+  }
+  if (options.add_generation_prompt) out += "<start_of_turn>model\n";
+}
+
+// Phi-3 / Phi-3.5 (Phi-3.5-mini-instruct chat_template):
+//   system (only if its content is non-empty): '<|system|>\n' + content + '<|end|>\n'
+//   user: '<|user|>\n' + content + '<|end|>\n'
+//   assistant: '<|assistant|>\n' + content + '<|end|>\n'
+//   {% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}
+// Deliberately not reproduced: the eos_token ("<|endoftext|>") the template appends
+// when add_generation_prompt is false (llama.cpp's built-in "phi3" omits it too);
+// it would break the prefix property the prompt cache relies on.
+void RenderPhi3(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                const RenderOptions& options, std::string& out) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (roles[i] == Role::kSystem && messages[i].content.empty()) continue;
+    out += "<|";
+    out += RoleName(roles[i]);
+    out += "|>\n";
+    out += messages[i].content;
+    out += "<|end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|assistant|>\n";
+}
+
+struct FamilyInfo {
+  TemplateFamily family;
+  std::string_view name;
+};
+constexpr std::array<FamilyInfo, 6> kFamilies = {{
+    {TemplateFamily::kChatml, "chatml"},
+    {TemplateFamily::kQwen3, "qwen3"},
+    {TemplateFamily::kLlama3, "llama3"},
+    {TemplateFamily::kMistral, "mistral"},
+    {TemplateFamily::kGemma, "gemma"},
+    {TemplateFamily::kPhi3, "phi3"},
+}};
+
+bool EqualsIgnoreAsciiCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i];
+    char y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<TemplateFamily> FamilyFromName(std::string_view name) {
+  std::string valid;
+  for (const FamilyInfo& info : kFamilies) {
+    if (EqualsIgnoreAsciiCase(name, info.name)) return info.family;
+    if (!valid.empty()) valid += ", ";
+    valid += info.name;
+  }
+  return Status::InvalidArgument("unknown chat template family \"" + std::string(name) +
+                                 "\" (valid: " + valid + ")");
+}
+
+std::string_view FamilyName(TemplateFamily family) {
+  for (const FamilyInfo& info : kFamilies) {
+    if (info.family == family) return info.name;
+  }
+  return "unknown";
+}
+
+std::optional<TemplateFamily> DetectFamily(std::string_view jinja) {
+  if (Contains(jinja, "<|im_start|>")) {
+    // Phi-4 puts <|im_sep|> between role and content: not ChatML.
+    if (Contains(jinja, "<|im_sep|>")) return std::nullopt;
+    return Contains(jinja, "<think>") ? TemplateFamily::kQwen3 : TemplateFamily::kChatml;
+  }
+  if (Contains(jinja, "<|start_header_id|>")) return TemplateFamily::kLlama3;
+  if (Contains(jinja, "<start_of_turn>")) return TemplateFamily::kGemma;
+  // "<|end|>" separates Phi-3 from Zephyr / GLM, which also use <|user|> and <|assistant|>.
+  if (Contains(jinja, "<|end|>") &&
+      (Contains(jinja, "<|user|>") || Contains(jinja, "<|assistant|>"))) {
+    return TemplateFamily::kPhi3;
+  }
+  if (Contains(jinja, "[INST]")) return TemplateFamily::kMistral;
+  return std::nullopt;
+}
+
+std::string_view BosText(TemplateFamily family) {
+  switch (family) {
+    case TemplateFamily::kLlama3: return "<|begin_of_text|>";
+    case TemplateFamily::kMistral: return "<s>";
+    case TemplateFamily::kGemma: return "<bos>";
+    case TemplateFamily::kChatml:
+    case TemplateFamily::kQwen3:
+    case TemplateFamily::kPhi3: return "";
+  }
+  return "";
+}
+
+Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> messages,
+                           const RenderOptions& options) {
+  MX_ASSIGN_OR_RETURN(const std::vector<Role> roles, ParseRoles(family, messages));
+  if (family == TemplateFamily::kMistral || family == TemplateFamily::kGemma) {
+    MX_RETURN_IF_ERROR(CheckAlternation(family, roles));
+  }
+  std::string out;
+  size_t bytes = 64;
+  for (const ChatMessage& m : messages) bytes += m.content.size() + 32;
+  out.reserve(bytes);
+  switch (family) {
+    case TemplateFamily::kChatml: RenderChatml(messages, roles, options, out); break;
+    case TemplateFamily::kQwen3: RenderQwen3(messages, roles, options, out); break;
+    case TemplateFamily::kLlama3: RenderLlama3(messages, roles, options, out); break;
+    case TemplateFamily::kMistral: RenderMistral(messages, roles, options, out); break;
+    case TemplateFamily::kGemma: RenderGemma(messages, roles, options, out); break;
+    case TemplateFamily::kPhi3: RenderPhi3(messages, roles, options, out); break;
+  }
+  return out;
+}
+
+std::vector<std::string> EndOfTurnStrings(TemplateFamily family) {
+  switch (family) {
+    case TemplateFamily::kChatml:
+    case TemplateFamily::kQwen3: return {"<|im_end|>", "<|endoftext|>"};
+    case TemplateFamily::kLlama3: return {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+    case TemplateFamily::kMistral: return {"</s>"};
+    case TemplateFamily::kGemma: return {"<end_of_turn>", "<eos>"};
+    case TemplateFamily::kPhi3: return {"<|end|>", "<|endoftext|>"};
+  }
+  return {};
+}
+
+}  // namespace mx::templates

@@ -1,0 +1,113 @@
+// Chat templates: OpenAI-style `messages` -> prompt text, for a small set of
+// built-in template families. There is no Jinja engine: the family of a model
+// is recognised from distinctive substrings of its GGUF
+// `tokenizer.chat_template` (DetectFamily), or forced by name (FamilyFromName).
+// Each family reproduces its official template for plain text conversations
+// (system / user / assistant); the exact text reproduced is written down next
+// to each renderer in chat_template.cc.
+//
+// Prefix property (the prompt cache relies on it). For a conversation
+// u1, a1, u2, a2, ... let R(m..., gen) be Render of those messages:
+//   (A) R(u1..uk, ak; gen=false) is a string prefix of R(u1..uk, ak, u(k+1); *).
+//   (B) R(u1..uk; gen=true) + ak + EndOfTurnStrings()[0] is a prefix of R(u1..u(k+1); *).
+//   (C) R(u1..uk; gen=true) is a prefix of R(u1..u(k+1); *).
+// They hold for every family (templates_test.cc checks each), except:
+//   - llama3, gemma trim message content, so (B) needs ak == trim(ak);
+//   - mistral writes ' ' + ak in the history, so (B) holds for ' ' + ak;
+//   - qwen3: (A) never holds (a final assistant message gets an empty <think>
+//     block that later turns drop); (B) holds only for replies without a <think>
+//     block; with enable_thinking = false neither (B) nor (C) holds (the
+//     generation prompt's empty think block is not part of the history).
+//
+// Deliberate differences from the official templates (everything else is
+// checked against Python jinja2 renderings in testdata/jinja_goldens.json):
+//   - phi3 writes no eos_token after the last message when add_generation_prompt
+//     is false (it would break (A)); llama.cpp's built-in phi3 does the same;
+//   - mistral and gemma refuse a lone system message (their templates drop it);
+//   - "developer" is rendered as "system"; tool roles and tool calls are not
+//     supported (InvalidArgument);
+//   - chatml does not insert Qwen2.5's default system prompt; llama3 does not
+//     write Llama 3.1's "Cutting Knowledge Date" system header.
+//
+// Everything here is a pure function of its arguments: thread-safe, no I/O.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mx::templates {
+
+// One chat message. `content` is the text of the message (the caller joins the
+// text parts of an OpenAI content array).
+struct ChatMessage {
+  // "system", "user" or "assistant"; "developer" (OpenAI's newer name for the
+  // system role) is accepted and rendered as "system". Anything else is an error.
+  std::string role;
+  std::string content;
+  // Only read by kQwen3 (its template's `message.reasoning_content`): when set
+  // on an assistant message it is the reasoning, and `content` is taken as is
+  // (no <think> parsing). Ignored by every other family.
+  std::optional<std::string> reasoning_content;
+};
+
+enum class TemplateFamily { kChatml, kQwen3, kLlama3, kMistral, kGemma, kPhi3 };
+
+// "chatml", "qwen3", "llama3", "mistral", "gemma", "phi3" (ASCII case-insensitive).
+// Unknown -> InvalidArgument that lists the valid names.
+Result<TemplateFamily> FamilyFromName(std::string_view name);
+
+// The canonical lower-case name of `family` (what FamilyFromName accepts).
+std::string_view FamilyName(TemplateFamily family);
+
+// Recognises the family of a Jinja chat template by distinctive substrings.
+// Returns nullopt when the template is empty or none of the families fits
+// (the caller then falls back to kChatml and logs a warning). Rules, in order:
+//   "<|im_start|>" + "<|im_sep|>"        -> nullopt (Phi-4 style, not ChatML)
+//   "<|im_start|>" + "<think>"           -> kQwen3 (Qwen3, QwQ)
+//   "<|im_start|>"                       -> kChatml (ChatML, Qwen2/2.5)
+//   "<|start_header_id|>"                -> kLlama3
+//   "<start_of_turn>"                    -> kGemma
+//   "<|end|>" + ("<|user|>" or "<|assistant|>") -> kPhi3
+//   "[INST]"                             -> kMistral (also Llama 2 and Mistral v3/v7
+//                                           templates: closest built-in family)
+std::optional<TemplateFamily> DetectFamily(std::string_view jinja);
+
+struct RenderOptions {
+  // Append the text that opens the assistant's reply (e.g. "<|im_start|>assistant\n").
+  // Mistral's template has none: its prompt simply ends with " [/INST]".
+  bool add_generation_prompt = true;
+  // Start the text with the family's BOS token text (BosText). Leave false when
+  // the tokenizer adds BOS itself, so that BOS is not doubled.
+  bool include_bos_text = false;
+  // Qwen3 only: false appends "<think>\n\n</think>\n\n" to the generation
+  // prompt (thinking switched off). Unset or true: the model decides.
+  std::optional<bool> enable_thinking;
+};
+
+// The BOS token text the official template starts with: "<|begin_of_text|>"
+// (llama3), "<s>" (mistral), "<bos>" (gemma); "" for chatml, qwen3 and phi3,
+// whose templates write none.
+std::string_view BosText(TemplateFamily family);
+
+// Renders `messages` as prompt text in the format of `family`; the caller owns
+// the returned string.
+// Errors (InvalidArgument, naming the message index where one applies):
+//   - an empty message list;
+//   - an unknown role;
+//   - kMistral and kGemma: roles out of order. After an optional system message at
+//     index 0 they require user, assistant, user, ... (a system message anywhere
+//     else is also an error), and at least one user message.
+Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> messages,
+                           const RenderOptions& options);
+
+// Strings that end an assistant turn in this family, for stop detection. The
+// first entry is the one the template writes after an assistant message in the
+// history (e.g. "<|im_end|>"); the rest are the model's other end tokens.
+std::vector<std::string> EndOfTurnStrings(TemplateFamily family);
+
+}  // namespace mx::templates
