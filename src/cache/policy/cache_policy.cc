@@ -1,0 +1,108 @@
+#include "cache/policy/cache_policy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mx::cache {
+
+const char* ReuseKindName(ReuseKind kind) {
+  switch (kind) {
+    case ReuseKind::kNone: return "none";
+    case ReuseKind::kInPlace: return "in place";
+    case ReuseKind::kTruncateInPlace: return "truncated in place";
+    case ReuseKind::kCopyPrefix: return "copy";
+  }
+  return "?";
+}
+
+size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  // Compare 64 tokens at a time with memcmp (vectorised by libc), then
+  // finish inside the first block that differs.
+  constexpr size_t kBlock = 64;
+  size_t i = 0;
+  while (i + kBlock <= n && std::memcmp(a.data() + i, b.data() + i, kBlock * sizeof(int32_t)) == 0) {
+    i += kBlock;
+  }
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
+                      const LookupOptions& options) {
+  LookupPlan plan;
+  if (entries.empty()) {
+    plan.why_none = "RAM holds no conversations";
+    return plan;
+  }
+  const EntryInfo* best = nullptr;
+  size_t best_lcp = 0;
+  for (const EntryInfo& e : entries) {
+    size_t lcp = CommonPrefix(e.tokens, prompt);
+    if (options.recurrent && lcp != e.tokens.size()) continue;  // only exact continuations
+    if (best == nullptr || lcp > best_lcp || (lcp == best_lcp && e.last_used > best->last_used)) {
+      best = &e;
+      best_lcp = lcp;
+    }
+  }
+  if (best == nullptr || best_lcp == 0) {
+    plan.why_none = options.recurrent && best == nullptr
+                        ? "no cached chat of this hybrid model ends where this prompt continues"
+                        : "no cached chat shares a start with this prompt";
+    return plan;
+  }
+  const int64_t lcp = static_cast<int64_t>(best_lcp);
+  const int64_t entry_len = static_cast<int64_t>(best->tokens.size());
+  const int64_t reuse = std::min<int64_t>(lcp, static_cast<int64_t>(prompt.size()) - 1);
+  if (reuse <= 0) {
+    plan.why_none = "the prompt is a single token";
+    return plan;
+  }
+  plan.entry_id = best->id;
+  plan.lcp = lcp;
+  plan.n_reuse = reuse;
+  if (options.recurrent) {
+    // A recurrent state exists at its last position only.
+    if (reuse != entry_len || best->in_use) {
+      plan = LookupPlan();
+      plan.why_none = best->in_use ? "the matching hybrid chat is in use by another request"
+                                   : "the prompt repeats the cached hybrid chat exactly and its state cannot be rewound";
+      return plan;
+    }
+    plan.kind = ReuseKind::kInPlace;
+    return plan;
+  }
+  const int64_t tail = entry_len - reuse;
+  if (best->in_use) {
+    plan.kind = ReuseKind::kCopyPrefix;
+  } else if (tail == 0) {
+    plan.kind = ReuseKind::kInPlace;
+  } else if (tail <= options.max_truncate_tail && 2 * tail <= entry_len) {
+    plan.kind = ReuseKind::kTruncateInPlace;
+  } else {
+    plan.kind = ReuseKind::kCopyPrefix;
+  }
+  return plan;
+}
+
+std::vector<uint64_t> PlanEviction(std::span<const EntryInfo> entries, const PoolLimits& limits,
+                                   uint64_t keep_id) {
+  size_t count = entries.size(), bytes = 0;
+  for (const EntryInfo& e : entries) bytes += e.bytes;
+  std::vector<const EntryInfo*> candidates;
+  for (const EntryInfo& e : entries) {
+    if (!e.in_use && e.id != keep_id) candidates.push_back(&e);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const EntryInfo* a, const EntryInfo* b) { return a->last_used < b->last_used; });
+  std::vector<uint64_t> out;
+  for (const EntryInfo* e : candidates) {
+    if (count <= limits.max_entries && bytes <= limits.budget_bytes) break;
+    out.push_back(e->id);
+    --count;
+    bytes -= e->bytes;
+  }
+  return out;
+}
+
+}  // namespace mx::cache

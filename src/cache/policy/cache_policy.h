@@ -1,0 +1,72 @@
+// Prompt-cache policy as pure functions over plain structs (STYLE rule 9):
+// which cached conversation a new prompt continues from, and which entries
+// leave the RAM pool when it is over its limits. No locks, no clocks, no
+// states: the pool and the engine apply the plans these functions return.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mx::cache {
+
+// What the pool knows of one entry when planning.
+struct EntryInfo {
+  uint64_t id = 0;
+  std::span<const int32_t> tokens;  // tokens whose state the entry holds
+  size_t bytes = 0;                 // the state's exact size
+  uint64_t last_used = 0;           // larger = more recent
+  bool in_use = false;              // a request is reading or extending it now
+};
+
+enum class ReuseKind {
+  kNone,             // start from an empty state
+  kInPlace,          // continue the entry itself: all its tokens start the prompt
+  kTruncateInPlace,  // cut the entry's short unmatched tail, then continue it
+  kCopyPrefix,       // copy the shared start into a new entry; the original stays
+};
+const char* ReuseKindName(ReuseKind kind);
+
+struct LookupOptions {
+  // Truncate in place only when the unmatched tail is at most this many
+  // tokens and at most half of the entry (a regenerated or edited last
+  // reply); otherwise copy the shared start and keep the entry whole, since
+  // another chat may still continue it.
+  int64_t max_truncate_tail = 1024;
+  // The state is recurrent (cannot be rewound or copied at an earlier
+  // position): only an exact continuation of an entry can be reused.
+  bool recurrent = false;
+};
+
+struct LookupPlan {
+  ReuseKind kind = ReuseKind::kNone;
+  uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
+  int64_t n_reuse = 0;    // prompt tokens whose state is kept
+  int64_t lcp = 0;        // longest common prefix with the chosen entry
+  std::string why_none;   // for kNone: the reason, worded for the log (SPEC §8)
+};
+
+// Length of the longest common prefix of a and b.
+size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
+
+// Picks the entry sharing the longest start with `prompt` (ties: most recently
+// used) and how to continue from it. At least one prompt token is always
+// left to read, so that the reply has logits to start from.
+LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
+                      const LookupOptions& options);
+
+struct PoolLimits {
+  size_t max_entries = 4;
+  size_t budget_bytes = size_t{2048} << 20;
+};
+
+// Ids of the entries to remove, least recently used first, until the pool is
+// within both limits. Entries in use and `keep_id` (the entry just written,
+// 0 for none) never leave, so a single conversation larger than the whole
+// budget still keeps its cache.
+std::vector<uint64_t> PlanEviction(std::span<const EntryInfo> entries, const PoolLimits& limits,
+                                   uint64_t keep_id);
+
+}  // namespace mx::cache

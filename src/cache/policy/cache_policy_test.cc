@@ -1,0 +1,114 @@
+#include "cache/policy/cache_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace mx::cache {
+namespace {
+
+std::vector<int32_t> Seq(int32_t from, int32_t to) {
+  std::vector<int32_t> v;
+  for (int32_t i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
+
+TEST(CommonPrefixTest, MatchesANaiveScan) {
+  std::mt19937 rng(1);
+  for (int round = 0; round < 500; ++round) {
+    size_t n = rng() % 600;
+    std::vector<int32_t> a(n), b;
+    for (auto& x : a) x = static_cast<int32_t>(rng() % 5);
+    b = a;
+    if (n > 0 && rng() % 4 != 0) b[rng() % n] = 99;
+    b.resize(rng() % (n + 3));
+    size_t naive = 0;
+    while (naive < a.size() && naive < b.size() && a[naive] == b[naive]) ++naive;
+    ASSERT_EQ(CommonPrefix(a, b), naive);
+  }
+}
+
+TEST(PlanLookupTest, EmptyPoolSaysSo) {
+  auto prompt = Seq(0, 10);
+  LookupPlan p = PlanLookup({}, prompt, {});
+  EXPECT_EQ(p.kind, ReuseKind::kNone);
+  EXPECT_EQ(p.why_none, "RAM holds no conversations");
+}
+
+TEST(PlanLookupTest, NothingSharedSaysSo) {
+  auto held = Seq(100, 120), prompt = Seq(0, 10);
+  std::vector<EntryInfo> e = {{1, held, 10, 1, false}};
+  LookupPlan p = PlanLookup(e, prompt, {});
+  EXPECT_EQ(p.kind, ReuseKind::kNone);
+  EXPECT_EQ(p.why_none, "no cached chat shares a start with this prompt");
+}
+
+TEST(PlanLookupTest, LongestStartWinsThenMostRecent) {
+  auto a = Seq(0, 5), b = Seq(0, 8), c = Seq(0, 8), prompt = Seq(0, 20);
+  std::vector<EntryInfo> e = {{1, a, 1, 9, false}, {2, b, 1, 3, false}, {3, c, 1, 4, false}};
+  LookupPlan p = PlanLookup(e, prompt, {});
+  EXPECT_EQ(p.entry_id, 3u);  // 8 tokens shared with 2 and 3; 3 was used later
+  EXPECT_EQ(p.kind, ReuseKind::kInPlace);
+  EXPECT_EQ(p.n_reuse, 8);
+}
+
+TEST(PlanLookupTest, AlwaysLeavesOneTokenToRead) {
+  auto held = Seq(0, 10), prompt = Seq(0, 10);
+  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
+  LookupPlan p = PlanLookup(e, prompt, {});
+  EXPECT_EQ(p.n_reuse, 9);
+  EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
+}
+
+TEST(PlanLookupTest, ShortTailTruncatesLongTailCopies) {
+  auto held = Seq(0, 100);
+  auto regen = Seq(0, 90);  // last 10 tokens were the reply being regenerated
+  regen.push_back(-1);
+  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
+  EXPECT_EQ(PlanLookup(e, regen, {}).kind, ReuseKind::kTruncateInPlace);
+  auto other = Seq(0, 30);  // shares only the first 30 of 100: keep the entry whole
+  other.push_back(-1);
+  LookupPlan p = PlanLookup(e, other, {});
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 30);
+  LookupOptions tight;
+  tight.max_truncate_tail = 5;
+  EXPECT_EQ(PlanLookup(e, regen, tight).kind, ReuseKind::kCopyPrefix);
+}
+
+TEST(PlanLookupTest, InUseEntryIsCopiedNeverTouched) {
+  auto held = Seq(0, 10), prompt = Seq(0, 20);
+  std::vector<EntryInfo> e = {{1, held, 1, 1, true}};
+  LookupPlan p = PlanLookup(e, prompt, {});
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 10);
+}
+
+TEST(PlanLookupTest, RecurrentStateReusesOnlyExactContinuations) {
+  LookupOptions rec;
+  rec.recurrent = true;
+  auto held = Seq(0, 10);
+  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
+  auto longer = Seq(0, 15);
+  EXPECT_EQ(PlanLookup(e, longer, rec).kind, ReuseKind::kInPlace);
+  auto edited = Seq(0, 8);
+  edited.push_back(-1);
+  LookupPlan p = PlanLookup(e, edited, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kNone);
+  EXPECT_FALSE(p.why_none.empty());
+}
+
+TEST(PlanEvictionTest, LeastRecentlyUsedLeavesFirst) {
+  std::vector<EntryInfo> e = {{1, {}, 10, 5, false}, {2, {}, 10, 1, false}, {3, {}, 10, 3, false}};
+  EXPECT_EQ(PlanEviction(e, {.max_entries = 2, .budget_bytes = 1000}, 0), std::vector<uint64_t>{2});
+  EXPECT_EQ(PlanEviction(e, {.max_entries = 3, .budget_bytes = 15}, 0), (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(PlanEvictionTest, InUseAndKeptEntriesStay) {
+  std::vector<EntryInfo> e = {{1, {}, 10, 1, true}, {2, {}, 10, 2, false}, {3, {}, 500, 3, false}};
+  // Entry 3 alone is over the budget: it stays (it was just written), 2 leaves, 1 is in use.
+  EXPECT_EQ(PlanEviction(e, {.max_entries = 4, .budget_bytes = 100}, 3), std::vector<uint64_t>{2});
+}
+
+}  // namespace
+}  // namespace mx::cache

@@ -1,0 +1,275 @@
+// RamPool: the RAM pool of cached conversations of one loaded model
+// (SPEC §2). It owns the entries (tokens + state), plans with the pure
+// functions of cache/policy, and hands out RAII leases that pin an entry
+// while a request reads and extends it.
+//
+// It is generic over the state type so that it never sees the engine:
+//   Traits::Bytes(const State&) -> size_t
+//   Traits::CopyPrefix(const State&, int64_t n) -> Result<std::unique_ptr<State>>
+//   Traits::Truncate(State&, int64_t n) -> Status
+//   Traits::Fresh() -> std::unique_ptr<State>      (via the factory given at construction)
+//
+// Thread-safety: all methods are thread-safe. States are only touched by the
+// thread holding their lease, except CopyPrefix of an in-use entry, which reads
+// positions [0, n) that its owner never rewrites while it holds the lease (the
+// owner only appends); callers that run leases on several threads must
+// guarantee that (the engine runs every lease of a model on its compute loop).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/policy/cache_policy.h"
+#include "core/status.h"
+
+namespace mx::cache {
+
+struct RamPoolOptions {
+  PoolLimits limits;
+  LookupOptions lookup;
+};
+
+// What /api/cache shows of an entry (never token content).
+struct EntryStats {
+  uint64_t id = 0;
+  int64_t n_tokens = 0;
+  size_t bytes = 0;
+  uint64_t last_used_us = 0;  // wall clock
+  bool in_use = false;
+};
+
+struct PoolCounters {
+  uint64_t lookups = 0;
+  uint64_t hits = 0;            // lookups that reused at least one token
+  uint64_t tokens_reused = 0;
+  uint64_t evictions = 0;
+  uint64_t copies = 0;
+};
+
+template <typename State, typename Traits>
+class RamPool {
+ public:
+  // Called (outside the pool's lock) with every entry that leaves the pool,
+  // least recently used first: the disk level saves it there.
+  using EvictFn = std::function<void(std::vector<int32_t> tokens, std::unique_ptr<State> state)>;
+
+  RamPool(RamPoolOptions options, std::function<std::unique_ptr<State>()> fresh,
+          std::function<uint64_t()> wall_clock_us, EvictFn on_evict = {})
+      : options_(options), fresh_(std::move(fresh)), clock_(std::move(wall_clock_us)),
+        on_evict_(std::move(on_evict)) {}
+  RamPool(const RamPool&) = delete;
+  RamPool& operator=(const RamPool&) = delete;
+
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept { *this = std::move(o); }
+    Lease& operator=(Lease&& o) noexcept {
+      Abandon();
+      pool_ = o.pool_, id_ = o.id_, state_ = o.state_, plan_ = o.plan_;
+      o.pool_ = nullptr;
+      return *this;
+    }
+    ~Lease() { Abandon(); }
+
+    bool valid() const { return pool_ != nullptr; }
+    // The state to continue from: it holds the first n_reused() prompt tokens.
+    State& state() { return *state_; }
+    int64_t n_reused() const { return plan_.n_reuse; }
+    const LookupPlan& plan() const { return plan_; }
+    uint64_t entry_id() const { return id_; }
+
+    // The state now holds exactly `tokens`: record them, unpin the entry and
+    // bring the pool back within its limits (this entry always stays).
+    void Commit(std::vector<int32_t> tokens) {
+      if (pool_ == nullptr) return;
+      RamPool* pool = pool_;
+      pool_ = nullptr;
+      pool->Commit(id_, std::move(tokens));
+    }
+
+   private:
+    friend class RamPool;
+    // Without a commit the state may be half-written: the entry is dropped.
+    void Abandon() {
+      if (pool_ == nullptr) return;
+      RamPool* pool = pool_;
+      pool_ = nullptr;
+      pool->Drop(id_);
+    }
+    RamPool* pool_ = nullptr;
+    uint64_t id_ = 0;
+    State* state_ = nullptr;
+    LookupPlan plan_;
+  };
+
+  // Finds the entry sharing the longest start with `prompt`, applies the plan
+  // (continue in place, truncate in place, copy the shared start, or start
+  // fresh) and pins the entry that the request will extend.
+  Result<Lease> Acquire(std::span<const int32_t> prompt) {
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    Lease lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<EntryInfo> infos = InfosLocked();
+      LookupPlan plan = PlanLookup(infos, prompt, options_.lookup);
+      ++counters_.lookups;
+      Entry* target = nullptr;
+      if (plan.kind == ReuseKind::kInPlace || plan.kind == ReuseKind::kTruncateInPlace) {
+        target = &entries_.at(plan.entry_id);
+        if (static_cast<int64_t>(target->tokens.size()) != plan.n_reuse) {
+          MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
+          target->tokens.resize(static_cast<size_t>(plan.n_reuse));
+        }
+      } else if (plan.kind == ReuseKind::kCopyPrefix) {
+        const Entry& source = entries_.at(plan.entry_id);
+        MX_ASSIGN_OR_RETURN(std::unique_ptr<State> copy, Traits::CopyPrefix(*source.state, plan.n_reuse));
+        std::vector<int32_t> tokens(source.tokens.begin(), source.tokens.begin() + plan.n_reuse);
+        target = &NewEntryLocked(std::move(tokens), std::move(copy));
+        ++counters_.copies;
+      } else {
+        target = &NewEntryLocked({}, fresh_());
+      }
+      if (plan.n_reuse > 0) {
+        ++counters_.hits;
+        counters_.tokens_reused += static_cast<uint64_t>(plan.n_reuse);
+      }
+      target->in_use = true;
+      Touch(*target);
+      lease.pool_ = this;
+      lease.id_ = target->id;
+      lease.state_ = target->state.get();
+      lease.plan_ = std::move(plan);
+      evicted = EvictLocked(target->id);
+    }
+    Hand(std::move(evicted));
+    return lease;
+  }
+
+  // Removes every entry that is not in use (e.g. before an unload); each
+  // goes through the eviction hook.
+  void Flush() {
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->second.in_use) {
+          ++it;
+          continue;
+        }
+        out.emplace_back(std::move(it->second.tokens), std::move(it->second.state));
+        it = entries_.erase(it);
+      }
+    }
+    Hand(std::move(out));
+  }
+
+  std::vector<EntryStats> Stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<EntryStats> out;
+    for (const auto& [id, e] : entries_) {
+      out.push_back({id, static_cast<int64_t>(e.tokens.size()), e.bytes, e.last_used_us, e.in_use});
+    }
+    return out;
+  }
+  PoolCounters counters() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counters_;
+  }
+  size_t total_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [id, e] : entries_) n += e.bytes;
+    return n;
+  }
+  const RamPoolOptions& options() const { return options_; }
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    std::vector<int32_t> tokens;
+    std::unique_ptr<State> state;
+    size_t bytes = 0;
+    uint64_t tick = 0;  // recency order
+    uint64_t last_used_us = 0;
+    bool in_use = false;
+  };
+
+  std::vector<EntryInfo> InfosLocked() const {
+    std::vector<EntryInfo> infos;
+    infos.reserve(entries_.size());
+    for (const auto& [id, e] : entries_) infos.push_back({id, e.tokens, e.bytes, e.tick, e.in_use});
+    return infos;
+  }
+
+  Entry& NewEntryLocked(std::vector<int32_t> tokens, std::unique_ptr<State> state) {
+    Entry e;
+    e.id = ++next_id_;
+    e.tokens = std::move(tokens);
+    e.bytes = Traits::Bytes(*state);
+    e.state = std::move(state);
+    return entries_.emplace(e.id, std::move(e)).first->second;
+  }
+
+  void Touch(Entry& e) {
+    e.tick = ++tick_;
+    e.last_used_us = clock_();
+  }
+
+  std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> EvictLocked(uint64_t keep) {
+    std::vector<EntryInfo> infos = InfosLocked();
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> out;
+    for (uint64_t id : PlanEviction(infos, options_.limits, keep)) {
+      auto it = entries_.find(id);
+      out.emplace_back(std::move(it->second.tokens), std::move(it->second.state));
+      entries_.erase(it);
+      ++counters_.evictions;
+    }
+    return out;
+  }
+
+  void Hand(std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted) {
+    if (!on_evict_) return;
+    for (auto& [tokens, state] : evicted) on_evict_(std::move(tokens), std::move(state));
+  }
+
+  void Commit(uint64_t id, std::vector<int32_t> tokens) {
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(id);
+      if (it == entries_.end()) return;
+      Entry& e = it->second;
+      e.tokens = std::move(tokens);
+      e.bytes = Traits::Bytes(*e.state);
+      e.in_use = false;
+      Touch(e);
+      evicted = EvictLocked(id);
+    }
+    Hand(std::move(evicted));
+  }
+
+  void Drop(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(id);
+  }
+
+  const RamPoolOptions options_;
+  const std::function<std::unique_ptr<State>()> fresh_;
+  const std::function<uint64_t()> clock_;
+  const EvictFn on_evict_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Entry> entries_;  // guarded by mu_
+  uint64_t next_id_ = 0;               // guarded by mu_
+  uint64_t tick_ = 0;                  // guarded by mu_
+  PoolCounters counters_;              // guarded by mu_
+};
+
+}  // namespace mx::cache

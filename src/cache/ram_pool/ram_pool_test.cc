@@ -1,0 +1,171 @@
+#include "cache/ram_pool/ram_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace mx::cache {
+namespace {
+
+// A stand-in state: it "holds" the tokens it was given, 100 bytes each.
+struct FakeState {
+  std::vector<int32_t> content;
+};
+struct FakeTraits {
+  static size_t Bytes(const FakeState& s) { return s.content.size() * 100; }
+  static Result<std::unique_ptr<FakeState>> CopyPrefix(const FakeState& s, int64_t n) {
+    auto c = std::make_unique<FakeState>();
+    c->content.assign(s.content.begin(), s.content.begin() + n);
+    return c;
+  }
+  static Status Truncate(FakeState& s, int64_t n) {
+    s.content.resize(static_cast<size_t>(n));
+    return Status::Ok();
+  }
+};
+using Pool = RamPool<FakeState, FakeTraits>;
+
+std::vector<int32_t> Seq(int32_t from, int32_t to) {
+  std::vector<int32_t> v;
+  for (int32_t i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
+
+class RamPoolTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Pool> MakePool(size_t slots, size_t budget) {
+    RamPoolOptions o;
+    o.limits = {slots, budget};
+    return std::make_unique<Pool>(
+        o, [] { return std::make_unique<FakeState>(); }, [this] { return ++now_; },
+        [this](std::vector<int32_t> tokens, std::unique_ptr<FakeState>) { evicted_.push_back(tokens); });
+  }
+  // Simulates a request: acquire, "read" the rest of the prompt, commit.
+  LookupPlan Serve(Pool& pool, const std::vector<int32_t>& prompt) {
+    auto lease = pool.Acquire(prompt);
+    EXPECT_TRUE(lease.ok());
+    LookupPlan plan = lease->plan();
+    FakeState& s = lease->state();
+    EXPECT_EQ(s.content, std::vector<int32_t>(prompt.begin(), prompt.begin() + lease->n_reused()));
+    s.content = prompt;
+    lease->Commit(prompt);
+    return plan;
+  }
+  uint64_t now_ = 0;
+  std::vector<std::vector<int32_t>> evicted_;
+};
+
+TEST_F(RamPoolTest, NextTurnContinuesTheSameEntry) {
+  auto pool = MakePool(4, 1 << 20);
+  LookupPlan first = Serve(*pool, Seq(0, 10));
+  EXPECT_EQ(first.kind, ReuseKind::kNone);
+  EXPECT_EQ(first.why_none, "RAM holds no conversations");
+  LookupPlan second = Serve(*pool, Seq(0, 25));
+  EXPECT_EQ(second.kind, ReuseKind::kInPlace);
+  EXPECT_EQ(second.n_reuse, 10);
+  ASSERT_EQ(pool->Stats().size(), 1u);
+  EXPECT_EQ(pool->Stats()[0].n_tokens, 25);
+  EXPECT_EQ(pool->Stats()[0].bytes, 2500u);
+}
+
+TEST_F(RamPoolTest, SharedStartIsCopiedAndTheOriginalStaysIntact) {
+  auto pool = MakePool(4, 1 << 20);
+  Serve(*pool, Seq(0, 100));
+  auto other = Seq(0, 20);
+  other.push_back(-5);
+  LookupPlan p = Serve(*pool, other);
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 20);
+  auto stats = pool->Stats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].n_tokens, 100);
+  EXPECT_EQ(stats[1].n_tokens, 21);
+  // The first chat continues in place without re-reading.
+  EXPECT_EQ(Serve(*pool, Seq(0, 110)).n_reuse, 100);
+  EXPECT_EQ(pool->counters().copies, 1u);
+}
+
+TEST_F(RamPoolTest, RegeneratedReplyReusesThePrompt) {
+  auto pool = MakePool(4, 1 << 20);
+  auto prompt = Seq(0, 50);
+  auto with_reply = Seq(0, 60);
+  Serve(*pool, prompt);
+  Serve(*pool, with_reply);  // prompt + the reply it produced
+  LookupPlan p = Serve(*pool, prompt);  // regenerate: the same prompt again
+  EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
+  EXPECT_EQ(p.n_reuse, 49);
+  EXPECT_EQ(pool->Stats().size(), 1u);
+}
+
+TEST_F(RamPoolTest, BusyEntryGivesACopyAndIsNeverWrittenByTwo) {
+  auto pool = MakePool(4, 1 << 20);
+  Serve(*pool, Seq(0, 30));
+  auto first = pool->Acquire(Seq(0, 40));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->plan().kind, ReuseKind::kInPlace);
+  auto second = pool->Acquire(Seq(0, 45));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->plan().kind, ReuseKind::kCopyPrefix);
+  EXPECT_NE(first->entry_id(), second->entry_id());
+  EXPECT_NE(&first->state(), &second->state());
+  first->state().content = Seq(0, 40);
+  first->Commit(Seq(0, 40));
+  second->state().content = Seq(0, 45);
+  second->Commit(Seq(0, 45));
+  EXPECT_EQ(pool->Stats().size(), 2u);
+}
+
+TEST_F(RamPoolTest, SlotLimitEvictsLeastRecentlyUsedThroughTheHook) {
+  auto pool = MakePool(2, 1 << 20);
+  Serve(*pool, Seq(0, 10));
+  Serve(*pool, Seq(100, 110));
+  Serve(*pool, Seq(0, 12));      // touches the first chat
+  Serve(*pool, Seq(200, 210));   // third chat: the second leaves
+  ASSERT_EQ(evicted_.size(), 1u);
+  EXPECT_EQ(evicted_[0], Seq(100, 110));
+  EXPECT_EQ(pool->counters().evictions, 1u);
+  EXPECT_EQ(pool->Stats().size(), 2u);
+}
+
+TEST_F(RamPoolTest, BudgetEvictsButAChatLargerThanTheBudgetKeepsItsCache) {
+  auto pool = MakePool(8, 3000);  // 30 tokens' worth
+  Serve(*pool, Seq(0, 20));
+  Serve(*pool, Seq(100, 150));  // 5000 bytes alone: the first leaves, this one stays
+  EXPECT_EQ(evicted_.size(), 1u);
+  ASSERT_EQ(pool->Stats().size(), 1u);
+  EXPECT_EQ(Serve(*pool, Seq(100, 160)).n_reuse, 50);
+}
+
+TEST_F(RamPoolTest, EntryInUseIsNeverEvicted) {
+  auto pool = MakePool(1, 1 << 20);
+  auto held = pool->Acquire(Seq(0, 10));
+  ASSERT_TRUE(held.ok());
+  Serve(*pool, Seq(50, 60));  // over the slot limit, but the held entry must stay
+  bool found_held = false;
+  for (const auto& s : pool->Stats()) found_held |= s.id == held->entry_id();
+  EXPECT_TRUE(found_held);
+  held->Commit({});
+}
+
+TEST_F(RamPoolTest, AbandonedLeaseDropsItsEntry) {
+  auto pool = MakePool(4, 1 << 20);
+  Serve(*pool, Seq(0, 10));
+  {
+    auto lease = pool->Acquire(Seq(0, 20));
+    ASSERT_TRUE(lease.ok());
+    lease->state().content.push_back(77);  // half-written, then the request fails
+  }
+  EXPECT_TRUE(pool->Stats().empty());
+  EXPECT_EQ(Serve(*pool, Seq(0, 20)).kind, ReuseKind::kNone);
+}
+
+TEST_F(RamPoolTest, FlushHandsEveryIdleEntryToTheHook) {
+  auto pool = MakePool(4, 1 << 20);
+  Serve(*pool, Seq(0, 10));
+  Serve(*pool, Seq(100, 110));
+  auto held = pool->Acquire(Seq(200, 210));
+  pool->Flush();
+  EXPECT_EQ(evicted_.size(), 2u);
+  EXPECT_EQ(pool->Stats().size(), 1u);
+}
+
+}  // namespace
+}  // namespace mx::cache
