@@ -60,6 +60,7 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
   }
   plan.entry_id = best->id;
   plan.lcp = lcp;
+  plan.entry_len = entry_len;
   plan.n_reuse = reuse;
   if (options.recurrent) {
     // A recurrent state exists at its last position only.

@@ -45,6 +45,7 @@ struct LookupPlan {
   uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
   int64_t n_reuse = 0;    // prompt tokens whose state is kept
   int64_t lcp = 0;        // longest common prefix with the chosen entry
+  int64_t entry_len = 0;  // tokens the chosen entry held before the plan
   std::string why_none;   // for kNone: the reason, worded for the log (SPEC §8)
 };
 
