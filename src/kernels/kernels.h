@@ -10,11 +10,35 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 
 namespace mx::kernels {
+
+// Instruction-set paths. The best one this CPU supports is chosen at first
+// use; MATRICXON_KERNELS=scalar|avx2|avx512 (read once, at that moment)
+// forces one. A forced path the CPU lacks falls back to the best available
+// (with a warning line). Results are bit-identical run to run within a path;
+// across paths they agree to within summation-order error.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// "scalar", "avx2", "avx512".
+const char* IsaName(Isa isa);
+// Parses an IsaName() string; false when unknown.
+bool IsaFromName(std::string_view name, Isa* isa);
+// The path a MATRICXON_KERNELS value selects on this CPU: the named one if
+// the CPU has it, else (empty, unknown or unavailable) the best available.
+Isa IsaForSetting(std::string_view setting);
+// Paths this CPU can run, scalar first, best last.
+std::vector<Isa> AvailableIsas();
+// The path kernels run on now.
+Isa ActiveIsa();
+// Forces a path (tests, benchmarks). Returns false and changes nothing when
+// the CPU lacks it. REQUIRES: no kernel is running concurrently.
+bool SetActiveIsa(Isa isa);
 
 // A 2-D weight matrix: n_rows rows of n_cols values stored in `type`'s blocks,
 // row r starting at data + r * row_bytes. (GGUF shape [n_cols, n_rows].)
@@ -54,6 +78,13 @@ struct RopeParams {
   float freq_base = 10000;  // theta
   float freq_scale = 1.0f;  // 1 / linear scaling factor
   RopeMode mode = RopeMode::kNormal;
+  // YaRN and frequency factors (llama.cpp rope_yarn); the defaults turn them off.
+  float ext_factor = 0.0f;   // YaRN extrapolation mix (0 = off)
+  float attn_factor = 1.0f;  // multiplies cos and sin
+  float beta_fast = 32.0f;   // YaRN correction range
+  float beta_slow = 1.0f;
+  int n_ctx_orig = 0;                   // training context (YaRN only)
+  const float* freq_factors = nullptr;  // [n_rot / 2] divisors of theta, or null
 };
 // Rotates every head of x ([n_heads, head_dim], head_dim contiguous) by
 // position `pos` as llama.cpp does (ENGINE-FACTS §5): angles built iteratively
@@ -88,6 +119,19 @@ struct KvView {
 // floats. Single-threaded; the caller parallelises over tokens and heads.
 void AttentionRow(const float* q, int n_head, const KvView& kv, int64_t n_pos, float scale,
                   float* out, float* scratch);
+
+// Query tokens per tile in AttentionRows (its scratch is sized by it).
+inline constexpr int kAttentionQueryTile = 4;
+
+// Attention of n_q query tokens of one sequence at once (prompt reading):
+// query i ([n_head, head_dim] at q + i * ldq) attends to KV rows
+// [0, n_pos[i]) and writes [n_head, head_dim] at out + i * ldo. Each query's
+// output is bit-identical to AttentionRow for that query alone: batching only
+// shares the K/V row loads between up to kAttentionQueryTile queries.
+// scratch: >= min(n_q, kAttentionQueryTile) * max_i(n_pos[i]) floats.
+// Single-threaded; the caller parallelises over query blocks and heads.
+void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch);
 
 // Writes n f32 values to a KV row of `type` (F16 rounds to nearest even).
 void StoreKvRow(DType type, const float* src, int64_t n, uint8_t* dst);

@@ -1,0 +1,198 @@
+// Run-time choice of the instruction-set path, and the public entry points
+// that only forward to the active path's table.
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "core/logging.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+namespace mx::kernels {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// F16C (CPUID.1:ECX bit 29); not every compiler's __builtin_cpu_supports knows it.
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & (1u << 29)) != 0;
+}
+#endif
+
+bool CpuHas(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
+    case Isa::kAvx512:
+      return CpuHas(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq");
+#else
+    default:
+      return false;
+#endif
+  }
+  return false;
+}
+
+const internal::IsaOps& TableFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return internal::Avx512Ops();
+    case Isa::kAvx2:
+      return internal::Avx2Ops();
+    case Isa::kScalar:
+      break;
+  }
+  return internal::ScalarOps();
+}
+
+Isa BestIsa() {
+  if (CpuHas(Isa::kAvx512)) return Isa::kAvx512;
+  if (CpuHas(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+// The environment is read once, on the first kernel call (kernels.h).
+Isa InitialIsa() {
+  const char* env = std::getenv("MATRICXON_KERNELS");
+  const std::string_view setting = env != nullptr ? env : "";
+  const Isa isa = IsaForSetting(setting);
+  if (!setting.empty() && setting != IsaName(isa)) {
+    MX_LOG(kWarn) << "MATRICXON_KERNELS=" << setting
+                  << " is not an available path (scalar|avx2|avx512 "
+                  << "the CPU supports); using " << IsaName(isa);
+  }
+  return isa;
+}
+
+std::atomic<const internal::IsaOps*> g_ops{nullptr};
+std::once_flag g_init_once;
+
+}  // namespace
+
+namespace internal {
+const IsaOps& Ops() {
+  const IsaOps* ops = g_ops.load(std::memory_order_acquire);
+  if (ops != nullptr) return *ops;
+  std::call_once(g_init_once, [] {
+    const IsaOps* expected = nullptr;
+    g_ops.compare_exchange_strong(expected, &TableFor(InitialIsa()));
+  });
+  return *g_ops.load(std::memory_order_acquire);
+}
+}  // namespace internal
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool IsaFromName(std::string_view name, Isa* isa) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (name == IsaName(i)) {
+      *isa = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+Isa IsaForSetting(std::string_view setting) {
+  Isa wanted;
+  if (IsaFromName(setting, &wanted) && CpuHas(wanted)) return wanted;
+  return BestIsa();
+}
+
+std::vector<Isa> AvailableIsas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (CpuHas(i)) out.push_back(i);
+  }
+  return out;
+}
+
+Isa ActiveIsa() { return internal::Ops().isa; }
+
+bool SetActiveIsa(Isa isa) {
+  if (!CpuHas(isa)) return false;
+  internal::Ops();  // settle the initial choice first so it cannot overwrite this one
+  g_ops.store(&TableFor(isa), std::memory_order_release);
+  return true;
+}
+
+// ------------------------------------------------------------ entry points
+
+bool WeightTypeSupported(DType type) { return internal::DequantizeSupportedRef(type); }
+bool QuantizeSupported(DType type) { return internal::QuantizeSupportedRef(type); }
+
+void DequantizeRow(DType type, const uint8_t* src, float* dst, int64_t n) {
+  if (internal::Ops().dequant_row(type, src, dst, n)) return;
+  internal::DequantizeRowRef(type, src, dst, n);
+}
+
+void QuantizeRow(DType type, const float* src, uint8_t* dst, int64_t n) {
+  internal::QuantizeRowRef(type, src, dst, n);
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  const internal::IsaOps& ops = internal::Ops();
+  // As ggml: f32 squares summed in double, mean rounded to f32.
+  const double sum = ops.sum_squares(x, n);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  ops.scale_mul(x, w, scale, n, out);
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  internal::Ops().swiglu(gate, up, n, out);
+}
+
+void Silu(float* x, int64_t n) { internal::Ops().silu(x, n); }
+
+void AttentionRow(const float* q, int n_head, const KvView& kv, int64_t n_pos, float scale,
+                  float* out, float* scratch) {
+  const int64_t hd = kv.head_dim;
+  internal::Ops().attention_rows(q, n_head * hd, 1, n_head, kv, &n_pos, scale, out, n_head * hd,
+                                 scratch);
+}
+
+void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch) {
+  internal::Ops().attention_rows(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
+}
+
+void StoreKvRow(DType type, const float* src, int64_t n, uint8_t* dst) {
+  if (type == DType::kF16) {
+    internal::Ops().f32_to_f16(src, n, reinterpret_cast<uint16_t*>(dst));
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void LoadKvRow(DType type, const uint8_t* src, int64_t n, float* dst) {
+  if (type == DType::kF16) {
+    internal::Ops().f16_to_f32(reinterpret_cast<const uint16_t*>(src), n, dst);
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+}  // namespace mx::kernels

@@ -1,0 +1,75 @@
+// Internal: the per-instruction-set function table behind kernels.h, and the
+// scalar reference routines every path falls back to.
+//
+// Each SIMD path lives in its own files compiled with their own -m flags
+// (matmul_avx2.cc + ops_avx2.cc, matmul_avx512.cc + ops_avx512.cc). Those
+// files keep every helper at internal linkage and use no std:: templates, so
+// no inline function compiled with AVX-512 can be picked by the linker for a
+// caller on another path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace mx::kernels::internal {
+
+// y[t * ldy + r] = dot(row r of w, x[t * ldx ...]) for r < n_rows, t < n_tokens.
+// Rows of `type` start at w + r * row_bytes. Each output element is one
+// accumulator over n_cols in the path's fixed order, so the value never
+// depends on n_rows, n_tokens or how the caller split the work.
+// Returns false (computing nothing) when the path has no direct kernel for
+// `type`; every path handles kF32.
+using GemmFn = bool (*)(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                        int64_t n_cols, const float* x, int64_t ldx, int64_t n_tokens, float* y,
+                        int64_t ldy);
+// Dequantizes n values; false when the path leaves `type` to the reference.
+using DequantFn = bool (*)(DType type, const uint8_t* src, float* dst, int64_t n);
+
+struct IsaOps {
+  Isa isa;
+  GemmFn gemm;
+  // The most tokens per call for which the driver runs `gemm` on the stored
+  // weights of `type` (0: never, convert to f32 panels first). Above it, each
+  // row block is converted (F32: copied, 64-byte aligned) once per task and
+  // reused by all the task's tokens. Either way the per-element arithmetic is
+  // the same; this only picks the faster route.
+  int64_t (*direct_max_tokens)(DType type);
+  DequantFn dequant_row;
+  void (*f32_to_f16)(const float* src, int64_t n, uint16_t* dst);  // RNE
+  void (*f16_to_f32)(const uint16_t* src, int64_t n, float* dst);
+  // Sum over i of (double)(x[i] * x[i]) (the f32 square, summed in double).
+  double (*sum_squares)(const float* x, int64_t n);
+  // out[i] = (x[i] * scale) * w[i], or x[i] * scale when w is null.
+  void (*scale_mul)(const float* x, const float* w, float scale, int64_t n, float* out);
+  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+  void (*silu)(float* x, int64_t n);
+  // kernels.h AttentionRows (AttentionRow is the n_q = 1 case).
+  void (*attention_rows)(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                         const int64_t* n_pos, float scale, float* out, int64_t ldo,
+                         float* scratch);
+};
+
+const IsaOps& ScalarOps();
+const IsaOps& Avx2Ops();    // only call when the CPU has AVX2 + FMA + F16C
+const IsaOps& Avx512Ops();  // only call when the CPU has AVX-512 F/BW/VL/DQ
+// The active table (see kernels.h ActiveIsa).
+const IsaOps& Ops();
+
+// Scalar reference conversions (quant.cc): every type kernels.h supports.
+bool DequantizeRowRef(DType type, const uint8_t* src, float* dst, int64_t n);
+bool QuantizeRowRef(DType type, const float* src, uint8_t* dst, int64_t n);
+bool DequantizeSupportedRef(DType type);
+bool QuantizeSupportedRef(DType type);
+
+// The SIMD gemms (matmul_avx2.cc, matmul_avx512.cc).
+bool GemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+              const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);
+bool GemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+                const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);
+bool DequantAvx2(DType type, const uint8_t* src, float* dst, int64_t n);
+bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n);
+
+}  // namespace mx::kernels::internal

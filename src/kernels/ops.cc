@@ -1,0 +1,92 @@
+// Element-wise kernels whose result is the same on every path (exact or
+// libm-based f32 arithmetic per element): Rope, Add, ReluSquared.
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace mx::kernels {
+namespace {
+
+constexpr float kPi = 3.14159265358979323846f;  // (float)M_PI, as ggml uses it
+
+// ggml_rope_yarn_corr_dim: the dimension whose wavelength spans n_rot_beta
+// turns over the original context.
+float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot_beta, float base) {
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot_beta * 2.0f * kPi)) /
+         (2.0f * std::log(base));
+}
+
+// cos/sin of pair i's angle (llama.cpp rope_yarn; ENGINE-FACTS §5).
+void RopeAngle(float theta_extrap, const RopeParams& p, const float corr[2], int i, float* c,
+               float* s) {
+  const float theta_interp = p.freq_scale * theta_extrap;
+  float theta = theta_interp;
+  float mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) {
+    const float y = (static_cast<float>(i) - corr[0]) / std::fmax(0.001f, corr[1] - corr[0]);
+    const float ramp = 1.0f - std::fmin(1.0f, std::fmax(0.0f, y));
+    const float ramp_mix = ramp * p.ext_factor;
+    theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+    mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  }
+  *c = std::cos(theta) * mscale;
+  *s = std::sin(theta) * mscale;
+}
+
+}  // namespace
+
+void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos) {
+  const int n_rot = p.n_rot;
+  if (n_rot <= 0 || n_rot > head_dim) return;
+  const int half = n_rot / 2;
+  float corr[2] = {0.0f, 0.0f};
+  if (p.ext_factor != 0.0f) {
+    corr[0] =
+        std::fmax(0.0f, std::floor(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    corr[1] = std::fmin(static_cast<float>(n_rot - 1),
+                        std::ceil(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+  }
+  // Angles are built once per call, iteratively in f32 as llama.cpp does.
+  constexpr int kStackPairs = 256;
+  float stack_cs[2 * kStackPairs];
+  std::vector<float> heap_cs;
+  float* cs = stack_cs;
+  if (half > kStackPairs) {
+    heap_cs.resize(2 * static_cast<size_t>(half));
+    cs = heap_cs.data();
+  }
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+    RopeAngle(theta / ff, p, corr, i, &cs[2 * i], &cs[2 * i + 1]);
+    theta *= theta_scale;
+  }
+  // Pair i of each head: (2i, 2i+1) in normal mode, (i, i + n_rot/2) in NeoX.
+  const int stride = p.mode == RopeMode::kNeox ? 1 : 2;
+  const int offset = p.mode == RopeMode::kNeox ? half : 1;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float x0 = v[stride * i], x1 = v[stride * i + offset];
+      v[stride * i] = x0 * c - x1 * s;
+      v[stride * i + offset] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void Add(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void ReluSquared(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] > 0.0f ? x[i] : 0.0f;
+    x[i] = v * v;
+  }
+}
+
+}  // namespace mx::kernels

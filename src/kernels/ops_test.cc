@@ -1,0 +1,447 @@
+// Tests of the non-matmul kernels on every path: RmsNorm, Rope, SwiGlu, Silu,
+// ReluSquared, Add, KV row conversion and AttentionRow, against double
+// references; plus element-position invariance of the vector kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+
+namespace mx::kernels {
+namespace {
+
+std::vector<float> RandomVec(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+class OpsTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(SetActiveIsa(GetParam())); }
+  void TearDown() override { SetActiveIsa(AvailableIsas().back()); }
+};
+INSTANTIATE_TEST_SUITE_P(Paths, OpsTest, ::testing::ValuesIn(AvailableIsas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return IsaName(info.param);
+                         });
+
+// ------------------------------------------------------------------ norm
+
+TEST_P(OpsTest, RmsNormMatchesDouble) {
+  for (int64_t n : {1, 7, 16, 37, 128, 576, 1000}) {
+    const std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n), 3.0f);
+    const std::vector<float> w = RandomVec(n, 77);
+    std::vector<float> out(static_cast<size_t>(n)), out_nw(static_cast<size_t>(n));
+    RmsNorm(x.data(), w.data(), n, 1e-5f, out.data());
+    RmsNorm(x.data(), nullptr, n, 1e-5f, out_nw.data());
+    double ss = 0;
+    for (float v : x) ss += double{v} * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-5);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t j = static_cast<size_t>(i);
+      const double want = x[j] * scale;
+      ASSERT_NEAR(out_nw[j], want, 4e-7 * std::fabs(want) + 1e-30) << "n " << n << " i " << i;
+      ASSERT_NEAR(out[j], want * w[j], 6e-7 * std::fabs(want * w[j]) + 1e-30)
+          << "n " << n << " i " << i;
+    }
+    // In place gives the same bytes.
+    std::vector<float> inplace = x;
+    RmsNorm(inplace.data(), w.data(), n, 1e-5f, inplace.data());
+    ASSERT_EQ(0, std::memcmp(inplace.data(), out.data(), out.size() * 4));
+  }
+}
+
+// ------------------------------------------------------------------ rope
+
+// Reference: angles built as llama.cpp builds them (iterative f32 products,
+// which the spec requires), cos/sin and the rotation in double.
+std::vector<float> RopeRef(const std::vector<float>& x, int n_heads, int head_dim,
+                           const RopeParams& p, int64_t pos) {
+  std::vector<float> out = x;
+  const int half = p.n_rot / 2;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    const double angle = double{p.freq_scale * theta};
+    const double c = std::cos(angle), s = std::sin(angle);
+    for (int h = 0; h < n_heads; ++h) {
+      const size_t a = static_cast<size_t>(h * head_dim + (p.mode == RopeMode::kNeox ? i : 2 * i));
+      const size_t b = a + (p.mode == RopeMode::kNeox ? static_cast<size_t>(half) : 1);
+      out[a] = static_cast<float>(x[a] * c - x[b] * s);
+      out[b] = static_cast<float>(x[a] * s + x[b] * c);
+    }
+    theta *= theta_scale;
+  }
+  return out;
+}
+
+TEST_P(OpsTest, RopeBothModesMatchReference) {
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    for (int n_rot : {32, 64}) {
+      RopeParams p;
+      p.n_rot = n_rot;
+      p.mode = mode;
+      p.freq_base = mode == RopeMode::kNeox ? 1e6f : 1e4f;
+      p.freq_scale = n_rot == 64 ? 0.5f : 1.0f;
+      const int n_heads = 3, head_dim = 64;
+      for (int64_t pos : {0, 1, 17, 1000, 32767}) {
+        const std::vector<float> x =
+            RandomVec(n_heads * head_dim, static_cast<uint32_t>(pos + n_rot));
+        std::vector<float> got = x;
+        Rope(got.data(), n_heads, head_dim, p, pos);
+        const std::vector<float> want = RopeRef(x, n_heads, head_dim, p, pos);
+        for (size_t i = 0; i < x.size(); ++i) {
+          // cosf/sinf are within an ulp of the double values of the same f32 angle.
+          ASSERT_NEAR(got[i], want[i], 1e-6)
+              << "mode " << static_cast<int>(mode) << " pos " << pos << " i " << i;
+        }
+        // Dims >= n_rot are untouched.
+        for (int h = 0; h < n_heads; ++h) {
+          for (int d = n_rot; d < head_dim; ++d) {
+            const size_t i = static_cast<size_t>(h * head_dim + d);
+            ASSERT_EQ(got[i], x[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(OpsTest, RopeComposesAcrossPositions) {
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    RopeParams p;
+    p.n_rot = 64;
+    p.mode = mode;
+    const std::vector<float> x = RandomVec(2 * 64, 5);
+    const struct { int64_t a, b; } cases[] = {{37, 21}, {100, -40}, {5, 0}, {250, -250}};
+    for (const auto& c : cases) {
+      std::vector<float> twice = x, once = x;
+      Rope(twice.data(), 2, 64, p, c.a);
+      Rope(twice.data(), 2, 64, p, c.b);
+      Rope(once.data(), 2, 64, p, c.a + c.b);
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_NEAR(twice[i], once[i], 1e-5) << "a " << c.a << " b " << c.b << " i " << i;
+      }
+    }
+  }
+}
+
+TEST_P(OpsTest, RopeAnglesFollowTheFrequencyLadder) {
+  // Against exact angles pos * base^(-2i/n) at a small position, where f32
+  // angle construction error is far below the tolerance: catches pairing or
+  // frequency mistakes independently of RopeRef.
+  RopeParams p;
+  p.n_rot = 16;
+  p.mode = RopeMode::kNormal;
+  std::vector<float> x(16, 0.0f);
+  for (int i = 0; i < 8; ++i) x[static_cast<size_t>(2 * i)] = 1.0f;  // (1, 0) pairs
+  Rope(x.data(), 1, 16, p, 3);
+  for (int i = 0; i < 8; ++i) {
+    const double angle = 3.0 * std::pow(10000.0, -2.0 * i / 16);
+    EXPECT_NEAR(x[static_cast<size_t>(2 * i)], std::cos(angle), 2e-6) << i;
+    EXPECT_NEAR(x[static_cast<size_t>(2 * i + 1)], std::sin(angle), 2e-6) << i;
+  }
+}
+
+TEST_P(OpsTest, RopeYarnAndFreqFactorsDefaultsAreNeutral) {
+  RopeParams p;
+  p.n_rot = 32;
+  const std::vector<float> ff(16, 1.0f);
+  const std::vector<float> x = RandomVec(64, 9);
+  std::vector<float> a = x, b = x;
+  Rope(a.data(), 2, 32, p, 123);
+  p.freq_factors = ff.data();
+  Rope(b.data(), 2, 32, p, 123);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  // With YaRN on, the magnitude scale 1 + 0.1 ln(1/freq_scale) applies to every pair.
+  RopeParams y;
+  y.n_rot = 32;
+  y.freq_scale = 0.25f;
+  y.ext_factor = 1.0f;
+  y.n_ctx_orig = 4096;
+  std::vector<float> z(32, 0.0f);
+  z[0] = 1.0f;
+  Rope(z.data(), 1, 32, y, 0);  // angle 0: cos = mscale
+  EXPECT_NEAR(z[0], 1.0f + 0.1f * std::log(4.0f), 1e-6);
+}
+
+// ------------------------------------------------------- element-wise ops
+
+double SiluRef(double v) { return v / (1.0 + std::exp(-v)); }
+
+TEST_P(OpsTest, SwiGluAndSiluMatchDouble) {
+  std::vector<float> g;
+  for (float v = -100.0f; v <= 100.0f; v += 0.0173f) g.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 89.5f, -104.5f, 1e4f, -1e4f})
+    g.push_back(v);
+  const int64_t n = static_cast<int64_t>(g.size());
+  const std::vector<float> u = RandomVec(n, 4);
+  std::vector<float> sw(g.size()), si = g;
+  SwiGlu(g.data(), u.data(), n, sw.data());
+  Silu(si.data(), n);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double s = SiluRef(g[i]);
+    ASSERT_NEAR(si[i], s, 4e-7 * std::fabs(s) + 1e-35) << "x " << g[i];
+    ASSERT_NEAR(sw[i], s * u[i], 5e-7 * std::fabs(s * u[i]) + 1e-35) << "x " << g[i];
+  }
+  float special[4] = {INFINITY, -INFINITY, NAN, 0.0f};
+  Silu(special, 4);
+  EXPECT_EQ(special[0], INFINITY);
+  EXPECT_TRUE(std::isnan(special[1]));  // -inf / (1 + inf), as ggml's formula gives
+  EXPECT_TRUE(std::isnan(special[2]));
+  EXPECT_EQ(special[3], 0.0f);
+}
+
+TEST_P(OpsTest, VectorOpsDoNotDependOnPositionInTheArray) {
+  // SwiGlu over a whole batch must give each element the value it gets alone
+  // (batch invariance for the FFN), whether it lands in a full vector or a tail.
+  const int64_t n = 77;
+  const std::vector<float> g = RandomVec(n, 1, 4.0f), u = RandomVec(n, 2);
+  std::vector<float> all(static_cast<size_t>(n));
+  SwiGlu(g.data(), u.data(), n, all.data());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t len : {int64_t{1}, std::min<int64_t>(3, n - i), n - i}) {
+      std::vector<float> part(static_cast<size_t>(len));
+      SwiGlu(&g[static_cast<size_t>(i)], &u[static_cast<size_t>(i)], len, part.data());
+      ASSERT_EQ(F32Bits(part[0]), F32Bits(all[static_cast<size_t>(i)]))
+          << "i " << i << " len " << len;
+    }
+    float one = g[static_cast<size_t>(i)];
+    Silu(&one, 1);
+    std::vector<float> s = g;
+    Silu(s.data(), n);
+    ASSERT_EQ(F32Bits(one), F32Bits(s[static_cast<size_t>(i)]));
+  }
+}
+
+TEST_P(OpsTest, ReluSquaredAndAdd) {
+  float x[5] = {-2.0f, -0.0f, 0.5f, 3.0f, NAN};
+  ReluSquared(x, 5);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[1], 0.0f);
+  EXPECT_EQ(x[2], 0.25f);
+  EXPECT_EQ(x[3], 9.0f);
+  float y[3] = {1.0f, 2.0f, 3.0f};
+  const float a[3] = {0.5f, -2.0f, 1e-8f};
+  Add(a, 3, y);
+  EXPECT_EQ(y[0], 1.5f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 3.0f + 1e-8f);
+}
+
+// ------------------------------------------------------------- KV rows
+
+TEST_P(OpsTest, StoreKvRowF16IsBitExactRne) {
+  std::vector<float> v = RandomVec(3000, 12, 10.0f);
+  std::mt19937 rng(13);
+  for (int i = 0; i < 3000; ++i) {
+    // Every exponent range: subnormal halfs, normals, overflow to inf.
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 50) - 30);
+    v.push_back(v[static_cast<size_t>(i)] * scale);
+  }
+  for (uint32_t h = 0; h < 0x7c00; h += 7) {
+    // Exact halfway points between neighbouring halfs (ties to even).
+    const float a = Fp16ToF32(static_cast<uint16_t>(h)),
+                b = Fp16ToF32(static_cast<uint16_t>(h + 1));
+    v.push_back(static_cast<float>((double{a} + b) / 2));
+    v.push_back(-static_cast<float>((double{a} + b) / 2));
+  }
+  for (float f : {65504.0f, 65520.0f, 65519.99f, 1e9f, -1e9f, INFINITY, -INFINITY, 0.0f, -0.0f,
+                  5.96e-8f, 2.98e-8f, 2.99e-8f}) {
+    v.push_back(f);
+  }
+  const int64_t n = static_cast<int64_t>(v.size());
+  std::vector<uint8_t> row(static_cast<size_t>(n) * 2);
+  StoreKvRow(DType::kF16, v.data(), n, row.data());
+  std::vector<float> back(v.size());
+  LoadKvRow(DType::kF16, row.data(), n, back.data());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t got;
+    std::memcpy(&got, &row[2 * i], 2);
+    ASSERT_EQ(got, F32ToFp16(v[i])) << "value " << v[i] << " index " << i;
+    ASSERT_EQ(F32Bits(back[i]), F32Bits(Fp16ToF32(got)));
+  }
+  float nan = NAN;
+  uint16_t h;
+  StoreKvRow(DType::kF16, &nan, 1, reinterpret_cast<uint8_t*>(&h));
+  EXPECT_TRUE(std::isnan(Fp16ToF32(h)));
+  // F32 rows are copies.
+  std::vector<uint8_t> f32row(v.size() * 4);
+  StoreKvRow(DType::kF32, v.data(), n, f32row.data());
+  LoadKvRow(DType::kF32, f32row.data(), n, back.data());
+  EXPECT_EQ(0, std::memcmp(back.data(), v.data(), v.size() * 4));
+}
+
+TEST_P(OpsTest, LoadKvRowWidensEveryHalf) {
+  std::vector<uint16_t> all(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> out(all.size());
+  LoadKvRow(DType::kF16, reinterpret_cast<const uint8_t*>(all.data()),
+            static_cast<int64_t>(all.size()), out.data());
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float want = Fp16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[h]));
+    } else {
+      ASSERT_EQ(F32Bits(out[h]), F32Bits(want)) << std::hex << h;
+    }
+  }
+}
+
+// ------------------------------------------------------------- attention
+
+struct AttnCase {
+  int n_head, n_kv_head, head_dim;
+  int64_t n_pos;
+};
+
+void CheckAttention(DType kv_type, const AttnCase& c) {
+  SCOPED_TRACE(DTypeName(kv_type) + " heads " + std::to_string(c.n_head) + "/" +
+               std::to_string(c.n_kv_head) + " dim " + std::to_string(c.head_dim) + " n_pos " +
+               std::to_string(c.n_pos));
+  const int64_t kv_dim = int64_t{c.n_kv_head} * c.head_dim;
+  const size_t elt = kv_type == DType::kF16 ? 2 : 4;
+  const size_t row_bytes = static_cast<size_t>(kv_dim) * elt + 8;  // padded rows
+  std::vector<uint8_t> k(row_bytes * static_cast<size_t>(c.n_pos)), v(k.size());
+  std::vector<float> kf(static_cast<size_t>(kv_dim * c.n_pos)), vf(kf.size());  // as stored
+  for (int64_t p = 0; p < c.n_pos; ++p) {
+    const std::vector<float> kr = RandomVec(kv_dim, static_cast<uint32_t>(2 * p + 1));
+    const std::vector<float> vr = RandomVec(kv_dim, static_cast<uint32_t>(2 * p + 2));
+    StoreKvRow(kv_type, kr.data(), kv_dim, &k[static_cast<size_t>(p) * row_bytes]);
+    StoreKvRow(kv_type, vr.data(), kv_dim, &v[static_cast<size_t>(p) * row_bytes]);
+    LoadKvRow(kv_type, &k[static_cast<size_t>(p) * row_bytes], kv_dim,
+              &kf[static_cast<size_t>(p * kv_dim)]);
+    LoadKvRow(kv_type, &v[static_cast<size_t>(p) * row_bytes], kv_dim,
+              &vf[static_cast<size_t>(p * kv_dim)]);
+  }
+  const std::vector<float> q = RandomVec(int64_t{c.n_head} * c.head_dim, 3, 0.5f);
+  KvView kv;
+  kv.type = kv_type;
+  kv.k = k.data();
+  kv.v = v.data();
+  kv.row_bytes = row_bytes;
+  kv.n_kv_head = c.n_kv_head;
+  kv.head_dim = c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  std::vector<float> out(q.size(), -1.0f), scratch(static_cast<size_t>(c.n_pos));
+  AttentionRow(q.data(), c.n_head, kv, c.n_pos, scale, out.data(), scratch.data());
+
+  const int group = c.n_head / c.n_kv_head;
+  for (int h = 0; h < c.n_head; ++h) {
+    const int64_t off = int64_t{h / group} * c.head_dim;
+    std::vector<double> s(static_cast<size_t>(c.n_pos));
+    double mx = -INFINITY;
+    for (int64_t p = 0; p < c.n_pos; ++p) {
+      double dot = 0;
+      for (int d = 0; d < c.head_dim; ++d) {
+        dot += double{q[static_cast<size_t>(h * c.head_dim + d)]} *
+               kf[static_cast<size_t>(p * kv_dim + off + d)];
+      }
+      s[static_cast<size_t>(p)] = dot * scale;
+      mx = std::max(mx, s[static_cast<size_t>(p)]);
+    }
+    double sum = 0;
+    for (double& e : s) sum += (e = std::exp(e - mx));
+    for (int d = 0; d < c.head_dim; ++d) {
+      double o = 0;
+      for (int64_t p = 0; p < c.n_pos; ++p)
+        o += s[static_cast<size_t>(p)] * vf[static_cast<size_t>(p * kv_dim + off + d)];
+      o /= sum;
+      ASSERT_NEAR(out[static_cast<size_t>(h * c.head_dim + d)], o, 2e-6)
+          << "head " << h << " dim " << d;
+    }
+  }
+}
+
+TEST_P(OpsTest, AttentionRowMatchesDouble) {
+  const AttnCase cases[] = {{4, 2, 32, 1},   {4, 2, 64, 7},   {6, 2, 64, 100}, {2, 2, 40, 33},
+                            {8, 1, 128, 65}, {3, 3, 24, 300}, {1, 1, 80, 2}};
+  for (DType t : {DType::kF32, DType::kF16}) {
+    for (const AttnCase& c : cases) CheckAttention(t, c);
+  }
+}
+
+TEST_P(OpsTest, AttentionRowPerHeadCallsMatchAllHeads) {
+  // The engine may call one head at a time with a view offset to its kv head.
+  const int n_head = 4, n_kv = 2, hd = 48;
+  const int64_t n_pos = 29, kv_dim = n_kv * hd;
+  std::vector<uint8_t> k(static_cast<size_t>(kv_dim * n_pos) * 2), v(k.size());
+  for (int64_t p = 0; p < n_pos; ++p) {
+    StoreKvRow(DType::kF16, RandomVec(kv_dim, static_cast<uint32_t>(p)).data(), kv_dim,
+               &k[static_cast<size_t>(p * kv_dim * 2)]);
+    StoreKvRow(DType::kF16, RandomVec(kv_dim, static_cast<uint32_t>(p + 99)).data(), kv_dim,
+               &v[static_cast<size_t>(p * kv_dim * 2)]);
+  }
+  const std::vector<float> q = RandomVec(n_head * hd, 4);
+  KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, n_kv, hd};
+  std::vector<float> all(q.size()), scratch(static_cast<size_t>(n_pos));
+  AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, all.data(), scratch.data());
+  for (int h = 0; h < n_head; ++h) {
+    KvView one = kv;
+    const size_t off = static_cast<size_t>(h / (n_head / n_kv) * hd) * 2;
+    one.k += off;
+    one.v += off;
+    one.n_kv_head = 1;
+    std::vector<float> out(static_cast<size_t>(hd));
+    AttentionRow(&q[static_cast<size_t>(h * hd)], 1, one, n_pos, 0.125f, out.data(),
+                 scratch.data());
+    ASSERT_EQ(
+        0, std::memcmp(out.data(), &all[static_cast<size_t>(h * hd)], static_cast<size_t>(hd) * 4))
+        << h;
+  }
+}
+
+TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
+  // Prompt reading batches queries of one sequence; each query must get the
+  // bytes it gets alone (batch invariance), whatever the tile it lands in.
+  for (DType t : {DType::kF32, DType::kF16}) {
+    for (int hd : {64, 40, 128}) {
+      SCOPED_TRACE(DTypeName(t) + " head_dim " + std::to_string(hd));
+      const int n_head = 6, n_kv = 2;
+      const int64_t kv_dim = int64_t{n_kv} * hd, max_pos = 70;
+      const size_t elt = t == DType::kF16 ? 2 : 4;
+      std::vector<uint8_t> k(static_cast<size_t>(kv_dim * max_pos) * elt), v(k.size());
+      for (int64_t p = 0; p < max_pos; ++p) {
+        StoreKvRow(t, RandomVec(kv_dim, static_cast<uint32_t>(p)).data(), kv_dim,
+                   &k[static_cast<size_t>(p * kv_dim) * elt]);
+        StoreKvRow(t, RandomVec(kv_dim, static_cast<uint32_t>(p + 500)).data(), kv_dim,
+                   &v[static_cast<size_t>(p * kv_dim) * elt]);
+      }
+      const KvView kv{t, k.data(), v.data(), static_cast<size_t>(kv_dim) * elt, n_kv, hd};
+      const int64_t n_q = 9, dim = int64_t{n_head} * hd;
+      const std::vector<float> q = RandomVec(n_q * dim, 7);
+      // Causal positions 57..65, then an uneven set including an empty one.
+      for (const std::vector<int64_t>& n_pos :
+           {std::vector<int64_t>{57, 58, 59, 60, 61, 62, 63, 64, 65},
+            std::vector<int64_t>{70, 1, 33, 0, 5, 69, 2, 3, 4}}) {
+        std::vector<float> batched(static_cast<size_t>(n_q * dim), -1.0f);
+        std::vector<float> scratch(static_cast<size_t>(kAttentionQueryTile * max_pos));
+        AttentionRows(q.data(), dim, n_q, n_head, kv, n_pos.data(), 0.2f, batched.data(), dim,
+                      scratch.data());
+        for (int64_t i = 0; i < n_q; ++i) {
+          std::vector<float> alone(static_cast<size_t>(dim));
+          AttentionRow(&q[static_cast<size_t>(i * dim)], n_head, kv, n_pos[static_cast<size_t>(i)],
+                       0.2f, alone.data(), scratch.data());
+          ASSERT_EQ(0, std::memcmp(alone.data(), &batched[static_cast<size_t>(i * dim)],
+                                   alone.size() * 4))
+              << "query " << i << " n_pos " << n_pos[static_cast<size_t>(i)];
+          if (n_pos[static_cast<size_t>(i)] == 0) {
+            for (float f : alone) ASSERT_EQ(f, 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mx::kernels

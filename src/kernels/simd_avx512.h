@@ -1,0 +1,145 @@
+// Internal AVX-512 helpers shared by matmul_avx512.cc and ops_avx512.cc.
+// Include only from files compiled with the AVX-512 flags. Everything here has
+// internal linkage (anonymous namespace), see isa.h.
+#pragma once
+
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own
+// _mm512_undefined_* helpers (GCC bug 105593); silence it for them only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+namespace mx::kernels::internal::avx512 {
+namespace {
+
+// Lanes [0, n) set, n <= 16.
+static inline __mmask16 FirstLanes(int64_t n) {
+  return static_cast<__mmask16>((1u << static_cast<unsigned>(n)) - 1u);
+}
+
+// Sum of the 16 lanes in one fixed order: halves, then quarters, then pairs.
+static inline float HSum(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+// HSum of four vectors at once: lane j of the result is HSum of the j-th
+// argument, bit for bit (the same pairs are added at every level: i + i+8,
+// i + i+4, i + i+2, i + i+1), with far fewer shuffles per sum.
+static inline __m128 HSum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // Level 1: [a.lo8 + a.hi8 | b.lo8 + b.hi8], [c.. | d..].
+  const __m512 ab =
+      _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  const __m512 cd =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+  // Level 2: quarter q holds argument q's lanes i + i+4.
+  const __m512 z =
+      _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+  // Levels 3 and 4 inside each quarter: (l0 + l2) + (l1 + l3) lands in lane 0.
+  const __m512 p = _mm512_add_ps(z, _mm512_permute_ps(z, 0x4E));
+  const __m512 r = _mm512_add_ps(p, _mm512_permute_ps(p, 0xB1));
+  const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, r));
+}
+
+static inline float HMax(__m512 v) {
+  const __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_max_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+// e^x per lane, within about 1 ulp of the true value (Cody-Waite reduction
+// x = n ln2 + r, degree-7 Taylor polynomial on |r| <= ln2/2, then 2^n applied
+// in two steps so subnormal results and overflow to inf come out right).
+// NaN stays NaN; -inf gives 0; +inf gives inf. The same operation sequence as
+// avx2::Exp, so both paths return identical values.
+static inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN in x propagates (second operand)
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147182464599609375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-1.904654323148236e-09f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+// x / (1 + e^-x).
+static inline __m512 Silu(__m512 x) {
+  const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+// Weight loaders: 16 f32 weights of one row at column k (k a multiple of
+// 16), full or with only the lanes of `m` (the rest zero).
+struct LoadF32 {
+  static __m512 Full(const uint8_t* row, int64_t k) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  }
+};
+struct LoadF16 {
+  static __m512 Full(const uint8_t* row, int64_t k) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
+  }
+  static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * k));
+  }
+};
+struct LoadBF16 {
+  static __m512 Widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 Full(const uint8_t* row, int64_t k) {
+    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
+  }
+  static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
+    return Widen(_mm256_maskz_loadu_epi16(m, row + 2 * k));
+  }
+};
+// Q8_0: d * q is exact in f32 (11-bit by 8-bit significands).
+struct LoadQ8_0 {
+  static __m512 Full(const uint8_t* row, int64_t k) {
+    const uint8_t* block = row + (k >> 5) * 34;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (k & 16)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+  }
+  // Rows hold whole blocks, so a partial step never occurs.
+  static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
+    return _mm512_maskz_mov_ps(m, Full(row, k));
+  }
+};
+
+}  // namespace
+}  // namespace mx::kernels::internal::avx512
