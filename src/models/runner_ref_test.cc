@@ -64,6 +64,7 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
   const RefCase& rc = GetParam();
   const int64_t n_vocab = runner_->n_vocab();
   ASSERT_EQ(n_vocab, 4096);
+  ASSERT_FALSE(ref_.prompts.empty());
   for (const RefPrompt& p : ref_.prompts) {
     SCOPED_TRACE(p.name);
     auto seq = runner_->NewSequence();
@@ -100,11 +101,14 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
   }
 }
 
-TEST_P(RefTest, ChatPromptFullLogits) {
+// Cases compared with llama.cpp's native run of the same file (F32 models):
+// the full chat logits and the greedy continuations exist for those.
+class NativeRefTest : public RefTest {};
+
+TEST_P(NativeRefTest, ChatPromptFullLogits) {
   const RefCase& rc = GetParam();
-  if (rc.use_dequantized_reference) return;  // the file holds native logits of F32 models only
   std::vector<float> want = LoadAllLogits(rc.model);
-  if (want.empty()) return;  // no full-logits file for this model (ref/README.md lists which)
+  ASSERT_FALSE(want.empty()) << "no logits/" << rc.model << ".chat.f32";
   const RefPrompt& p = ref_.prompt("chat");
   auto seq = runner_->NewSequence();
   std::vector<float> got = ReadAll(seq.get(), p.tokens);
@@ -122,9 +126,8 @@ TEST_P(RefTest, ChatPromptFullLogits) {
 
 // Greedy continuation, 32 steps, compared while llama.cpp's top-1 margin is
 // larger than our error (ref/README.md "Suggested pass criteria").
-TEST_P(RefTest, GreedyContinuationMatches) {
+TEST_P(NativeRefTest, GreedyContinuationMatches) {
   const RefCase& rc = GetParam();
-  if (rc.use_dequantized_reference) return;  // greedy reference exists for native runs only
   const int64_t n_vocab = runner_->n_vocab();
   int compared = 0;
   for (const RefPrompt& p : ref_.prompts) {
@@ -145,22 +148,28 @@ TEST_P(RefTest, GreedyContinuationMatches) {
   EXPECT_GT(compared, rc.max_tol < 5e-3f ? 100 : 50);
 }
 
+const auto kNativeCases = ::testing::Values(
+    // F32 models with an F32 KV cache: tight (README: a correct F32 engine lands near 1e-5).
+    RefCase{"tiny-llama", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-qwen3", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-hybrid-nemotron_h", DType::kF32, false, 1e-3f, 1e-4f},
+    // F32 models with our default F16 KV cache: README's F16-KV criteria.
+    RefCase{"tiny-llama", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-qwen3", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-hybrid-nemotron_h", DType::kF16, false, 1e-2f, 2e-3f});
+
+INSTANTIATE_TEST_SUITE_P(Native, RefTest, kNativeCases, CaseName);
+INSTANTIATE_TEST_SUITE_P(Native, NativeRefTest, kNativeCases, CaseName);
+
 INSTANTIATE_TEST_SUITE_P(
-    Ref, RefTest,
+    Dequantized, RefTest,
     ::testing::Values(
-        // F32 models with an F32 KV cache: tight (README: a correct F32 engine lands near 1e-5).
-        RefCase{"tiny-llama", DType::kF32, false, 1e-3f, 1e-4f},
-        RefCase{"tiny-qwen3", DType::kF32, false, 1e-3f, 1e-4f},
-        RefCase{"tiny-hybrid-nemotron_h", DType::kF32, false, 1e-3f, 1e-4f},
-        // F32 models with our default F16 KV cache: README's F16-KV criteria.
-        RefCase{"tiny-llama", DType::kF16, false, 1e-2f, 2e-3f},
-        RefCase{"tiny-qwen3", DType::kF16, false, 1e-2f, 2e-3f},
-        RefCase{"tiny-hybrid-nemotron_h", DType::kF16, false, 1e-2f, 2e-3f},
         // F16 / BF16 / Q8_0 weights computed with f32 activations: the same
         // weights dequantized to F32 and run by llama.cpp, F32 criteria.
         RefCase{"tiny-llama-f16", DType::kF32, true, 1e-3f, 1e-4f},
         RefCase{"tiny-qwen2-bf16", DType::kF32, true, 1e-3f, 1e-4f},
-        RefCase{"tiny-llama-q8_0", DType::kF32, true, 1e-3f, 1e-4f}),
+        RefCase{"tiny-llama-q8_0", DType::kF32, true, 1e-3f, 1e-4f},
+        RefCase{"tiny-llama256-q4_k_m", DType::kF32, true, 1e-3f, 1e-4f}),
     CaseName);
 
 }  // namespace

@@ -194,7 +194,7 @@ TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
 
 INSTANTIATE_TEST_SUITE_P(Models, StateTest,
                          ::testing::Values("tiny-llama", "tiny-llama-q8_0", "tiny-llama-f16",
-                                           "tiny-qwen2-bf16", "tiny-qwen3",
+                                           "tiny-qwen2-bf16", "tiny-qwen3", "tiny-llama256-q4_k_m",
                                            "tiny-hybrid-nemotron_h"),
                          [](const auto& info) {
                            std::string s = info.param;
