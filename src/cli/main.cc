@@ -13,6 +13,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  make-model   write a synthetic GGUF model of any shape (tests, benchmarks)\n"
     "  chat         chat with a model in the terminal, streaming tokens\n"
+    "  serve        serve the models of a folder over an OpenAI-compatible HTTP API\n"
     "\n"
     "Run `matricxon <command> --help` for the flags of a command.\n";
 
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   if (command == "make-model") return mx::cli::MakeModelCommand(argc, argv);
   if (command == "chat") return mx::cli::ChatCommand(argc, argv);
+  if (command == "serve") return mx::cli::ServeCommand(argc, argv);
   std::fprintf(stderr, "matricxon: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,0 +1,263 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/logging.h"
+#include "engine/text_stream.h"
+
+namespace mx::engine {
+
+// ---- GenStream ----
+
+bool GenStream::Next(GenEvent* event) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return false;
+  cv_.wait(lock, [&] { return !events_.empty(); });
+  *event = std::move(events_.front());
+  events_.pop_front();
+  if (event->final) finished_ = true;
+  return true;
+}
+
+void GenStream::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+}
+
+bool GenStream::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+void GenStream::Push(GenEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+// ---- Scheduler ----
+
+struct Scheduler::Slot {
+  GenRequest request;
+  std::shared_ptr<GenStream> stream;
+  std::unique_ptr<models::SequenceState> seq;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<TextStream> text;
+  std::vector<int32_t> history;  // prompt + generated tokens
+  size_t n_read = 0;             // prompt tokens the state holds
+  int64_t cached = 0;
+  int64_t generated = 0;
+  int32_t next_token = -1;  // sampled, still to be fed (decode phase)
+  bool done = false;
+  bool reading() const { return n_read < request.prompt.size(); }
+};
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(const LoadedModel& model, const SchedulerOptions& options,
+                                                      Env* env) {
+  if (options.n_parallel < 1) return Status::InvalidArgument("scheduler: n_parallel must be >= 1");
+  MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model.model, {.n_threads = options.n_threads,
+                                                                         .kv_type = DType::kF16,
+                                                                         .n_ctx = options.n_ctx}));
+  return std::unique_ptr<Scheduler>(new Scheduler(model, options, env, std::move(runner)));
+}
+
+Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, Env* env,
+                     std::unique_ptr<models::Runner> runner)
+    : model_(model), options_(options), env_(env), runner_(std::move(runner)) {
+  if (options_.prompt_chunk < 1) options_.prompt_chunk = 256;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (auto& [req, stream] : queue_) {
+    GenEvent ev;
+    ev.final = true;
+    ev.status = Status::Internal("the model was unloaded before the request started");
+    stream->Push(std::move(ev));
+  }
+}
+
+int Scheduler::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_count_;
+}
+
+int Scheduler::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(queue_.size());
+}
+
+std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
+  auto stream = std::make_shared<GenStream>();
+  Status bad;
+  const int64_t n = static_cast<int64_t>(request.prompt.size());
+  if (n == 0) {
+    bad = Status::InvalidArgument("the prompt is empty");
+  } else if (n + 1 > n_ctx()) {
+    bad = Status::InvalidArgument("the prompt has " + std::to_string(n) + " tokens, the context holds " +
+                                  std::to_string(n_ctx()) + " (including at least one generated token)");
+  } else if (request.max_tokens < 1) {
+    bad = Status::InvalidArgument("max_tokens must be >= 1");
+  } else {
+    for (int32_t t : request.prompt) {
+      if (t < 0 || t >= runner_->n_vocab()) {
+        bad = Status::InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                      std::to_string(runner_->n_vocab()) + ")");
+        break;
+      }
+    }
+  }
+  if (!bad.ok()) {
+    GenEvent ev;
+    ev.final = true;
+    ev.status = bad;
+    stream->Push(std::move(ev));
+    return stream;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(request), stream);
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+std::pair<std::unique_ptr<models::SequenceState>, int64_t> Scheduler::StartingState(const GenRequest& request) {
+  // Prompt-cache seam: a cache lookup will return a matching state and the
+  // number of prompt tokens it holds. Until then every chat starts fresh.
+  MX_LOG(kInfo) << "model " << options_.model_name << ": re-reading the entire chat (" << request.prompt.size()
+                << " tokens): the prompt cache is not built yet";
+  return {runner_->NewSequence(), 0};
+}
+
+void Scheduler::Finish(Slot& s, std::string reason, Status status) {
+  GenEvent ev;
+  ev.final = true;
+  ev.finish_reason = std::move(reason);
+  ev.status = std::move(status);
+  if (ev.status.ok() && s.text) ev.text = s.text->Flush();
+  ev.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
+  ev.cached_tokens = s.cached;
+  ev.completion_tokens = s.generated;
+  s.stream->Push(std::move(ev));
+  s.done = true;
+}
+
+void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
+  const auto& tok = *model_.tokenizer;
+  int32_t id = s.sampler->Sample(logits, s.history);
+  if (tok.IsEog(id)) {
+    Finish(s, "stop", Status::Ok());
+    return;
+  }
+  GenEvent ev;
+  ev.has_token = true;
+  ev.token = id;
+  if (s.request.logprobs) {
+    ev.logprob = Sampler::Logprob(logits, id);
+    if (s.request.top_logprobs > 0) ev.top = Sampler::TopLogprobs(logits, s.request.top_logprobs);
+  }
+  ev.text = s.text->Push(tok.TokenToPiece(id));
+  s.history.push_back(id);
+  ++s.generated;
+  s.stream->Push(std::move(ev));
+  if (s.text->stopped()) {
+    Finish(s, "stop", Status::Ok());
+  } else if (s.generated >= s.request.max_tokens || s.seq->n_tokens() + 1 > runner_->n_ctx()) {
+    Finish(s, "length", Status::Ok());
+  } else {
+    s.next_token = id;
+  }
+}
+
+void Scheduler::Loop() {
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<models::BatchEntry> batch;
+  std::vector<Slot*> wants;  // slot of each entry that asks for logits, in order
+  std::vector<float> logits;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
+      if (stop_) break;
+      while (static_cast<int>(slots.size()) < options_.n_parallel && !queue_.empty()) {
+        auto slot = std::make_unique<Slot>();
+        slot->request = std::move(queue_.front().first);
+        slot->stream = std::move(queue_.front().second);
+        queue_.pop_front();
+        slots.push_back(std::move(slot));
+      }
+      active_count_ = static_cast<int>(slots.size());
+    }
+    // Start new slots, drop cancelled ones.
+    for (auto& s : slots) {
+      if (!s->seq && s->stream->cancelled()) {  // gone while waiting in the queue
+        Finish(*s, "cancelled", Status::Ok());
+        continue;
+      }
+      if (!s->seq) {
+        auto [seq, cached] = StartingState(s->request);
+        s->seq = std::move(seq);
+        s->cached = cached;
+        s->n_read = static_cast<size_t>(cached);
+        s->sampler = std::make_unique<Sampler>(s->request.sampling);
+        s->text = std::make_unique<TextStream>(s->request.stop);
+        s->history = s->request.prompt;
+      }
+      if (s->stream->cancelled()) {
+        MX_LOG(kInfo) << "model " << options_.model_name << ": request cancelled after " << s->generated
+                      << " generated tokens; slot freed";
+        Finish(*s, "cancelled", Status::Ok());
+      }
+    }
+    std::erase_if(slots, [](const auto& s) { return s->done; });
+    if (slots.empty()) continue;
+
+    // One batch: a token for every generating slot, then prompt chunks.
+    batch.clear();
+    wants.clear();
+    for (auto& s : slots) {
+      if (!s->reading() && s->next_token >= 0) {
+        batch.push_back({s->seq.get(), s->next_token, true});
+        wants.push_back(s.get());
+      }
+    }
+    int64_t budget = options_.prompt_chunk;
+    for (auto& s : slots) {
+      while (budget > 0 && s->reading()) {
+        const bool last = s->n_read + 1 == s->request.prompt.size();
+        batch.push_back({s->seq.get(), s->request.prompt[s->n_read], last});
+        if (last) wants.push_back(s.get());
+        ++s->n_read;
+        --budget;
+      }
+    }
+    Status st = runner_->Forward(batch, &logits);
+    if (!st.ok()) {
+      MX_LOG(kError) << "model " << options_.model_name << ": forward pass failed: " << st.ToString();
+      for (auto& s : slots) Finish(*s, "error", st.WithContext("forward pass"));
+      slots.clear();
+      continue;
+    }
+    const size_t n_vocab = static_cast<size_t>(runner_->n_vocab());
+    for (size_t i = 0; i < wants.size(); ++i) {
+      OnLogits(*wants[i], std::span<const float>(logits.data() + i * n_vocab, n_vocab));
+    }
+    std::erase_if(slots, [](const auto& s) { return s->done; });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_count_ = static_cast<int>(slots.size());
+    }
+  }
+  for (auto& s : slots) Finish(*s, "error", Status::Internal("the server is shutting down"));
+}
+
+}  // namespace mx::engine

@@ -1,0 +1,139 @@
+// Scheduler: the compute loop of one loaded model, with continuous batching.
+//
+// One thread owns the model's Runner. Each step builds ONE Runner::Forward
+// batch holding the next token of every sequence that is generating, plus a
+// chunk (up to `prompt_chunk` tokens in total) of the prompts still being
+// read. Up to `n_parallel` sequences run at once; more requests wait in a
+// FIFO queue. A request ends at EOG, a stop string, max_tokens, a full
+// context, or cancellation (GenStream::Cancel, e.g. the client went away);
+// its slot is freed at once for the next request.
+//
+// Every request gets a fresh SequenceState today (see StartingState(): the
+// seam where the prompt cache will pick a cached starting state).
+//
+//   auto stream = scheduler->Submit(std::move(request));
+//   GenEvent ev;
+//   while (stream->Next(&ev)) { send(ev.text); if (ev.final) break; }
+//
+// Thread-safety: Submit, n_ctx, active and queued may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "engine/loaded_model.h"
+#include "engine/sampler.h"
+#include "models/runner.h"
+
+namespace mx::engine {
+
+struct SchedulerOptions {
+  int n_threads = 1;
+  int64_t n_ctx = 0;           // 0: the model's, capped at 8192
+  int n_parallel = 4;          // sequences decoded at once
+  int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
+  std::string model_name;      // for log lines
+};
+
+// One generated token, or the end of the reply (final = true).
+struct GenEvent {
+  bool has_token = false;
+  int32_t token = -1;
+  std::string text;  // text released with this event (may be empty: held back)
+  float logprob = 0.0f;                           // of `token`, when logprobs asked
+  std::vector<std::pair<int32_t, float>> top;     // top logprobs, when asked
+  bool final = false;
+  std::string finish_reason;  // final: "stop", "length" or "cancelled"
+  Status status;              // final: not OK when the request failed
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+struct GenRequest {
+  std::vector<int32_t> prompt;  // REQUIRES: not empty
+  SamplingParams sampling;      // REQUIRES: ValidateSamplingParams ok
+  int64_t max_tokens = 256;     // >= 1
+  std::vector<std::string> stop;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// The receiving end of one request. Events are queued by the compute loop and
+// read by the caller; the final event is always the last one.
+class GenStream {
+ public:
+  // Blocks until the next event. False once the final event has been read.
+  bool Next(GenEvent* event);
+  // Asks the compute loop to end this request at its next step (idempotent).
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class Scheduler;
+  void Push(GenEvent event);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<GenEvent> events_;
+  bool cancelled_ = false;
+  bool finished_ = false;  // the final event was read
+};
+
+class Scheduler {
+ public:
+  // Creates the Runner and starts the compute thread. `model` must outlive
+  // the scheduler.
+  static Result<std::unique_ptr<Scheduler>> Create(const LoadedModel& model, const SchedulerOptions& options,
+                                                   Env* env);
+  // Ends every request (final event with an error), stops the thread.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Invalid requests (empty prompt, prompt not leaving room
+  // for one generated token in the context, token ids out of range) get a
+  // final event with InvalidArgument at once.
+  std::shared_ptr<GenStream> Submit(GenRequest request);
+
+  int64_t n_ctx() const { return runner_->n_ctx(); }
+  // Requests decoding or reading now / waiting for a slot.
+  int active() const;
+  int queued() const;
+
+ private:
+  struct Slot;
+  Scheduler(const LoadedModel& model, const SchedulerOptions& options, Env* env,
+            std::unique_ptr<models::Runner> runner);
+  void Loop();
+  // The prompt-cache seam: the state a new request starts from and how many
+  // of its prompt tokens that state already holds. Today always a fresh state
+  // and 0.
+  std::pair<std::unique_ptr<models::SequenceState>, int64_t> StartingState(const GenRequest& request);
+  // Handles the logits for slot `s` (its next token): samples, streams, ends.
+  void OnLogits(Slot& s, std::span<const float> logits);
+  void Finish(Slot& s, std::string reason, Status status);
+
+  const LoadedModel& model_;
+  SchedulerOptions options_;
+  Env* env_;
+  std::unique_ptr<models::Runner> runner_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<GenRequest, std::shared_ptr<GenStream>>> queue_;  // guarded by mu_
+  int active_count_ = 0;                                                 // guarded by mu_
+  bool stop_ = false;                                                    // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace mx::engine

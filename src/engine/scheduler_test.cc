@@ -1,0 +1,138 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "models/synthetic_model.h"
+
+namespace mx::engine {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string(std::string(::testing::TempDir()) + "/scheduler_test_model_" + std::to_string(getpid()) + ".gguf");
+    models::SyntheticSpec spec;
+    ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, *path_).ok());
+    auto lm = LoadedModel::Load(Env::Default(), *path_, {});
+    ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+    model_ = std::move(lm).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    std::remove(path_->c_str());
+    delete path_;
+  }
+
+  static std::unique_ptr<Scheduler> Make(int parallel, int64_t chunk = 256) {
+    auto s = Scheduler::Create(*model_, {.n_threads = 1, .n_ctx = 512, .n_parallel = parallel,
+                                         .prompt_chunk = chunk, .model_name = "test"},
+                               Env::Default());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+
+  static GenRequest Greedy(const std::string& text, int64_t max_tokens) {
+    GenRequest r;
+    r.prompt = model_->tokenizer->Encode(text, true, true);
+    r.sampling.temperature = 0;
+    r.max_tokens = max_tokens;
+    return r;
+  }
+
+  struct Reply {
+    std::vector<int32_t> tokens;
+    std::string text;
+    GenEvent last;
+  };
+  static Reply Collect(GenStream& stream) {
+    Reply r;
+    GenEvent ev;
+    while (stream.Next(&ev)) {
+      if (ev.has_token) r.tokens.push_back(ev.token);
+      r.text += ev.text;
+      if (ev.final) r.last = ev;
+    }
+    return r;
+  }
+
+  static std::string* path_;
+  static LoadedModel* model_;
+};
+std::string* SchedulerTest::path_ = nullptr;
+LoadedModel* SchedulerTest::model_ = nullptr;
+
+TEST_F(SchedulerTest, MaxTokensEndsWithLength) {
+  auto s = Make(2);
+  Reply r = Collect(*s->Submit(Greedy("hello there", 5)));
+  ASSERT_TRUE(r.last.status.ok()) << r.last.status.ToString();
+  EXPECT_LE(r.tokens.size(), 5u);
+  if (r.tokens.size() == 5) {
+    EXPECT_EQ(r.last.finish_reason, "length");
+  }
+  EXPECT_EQ(r.last.completion_tokens, static_cast<int64_t>(r.tokens.size()));
+  EXPECT_EQ(r.last.cached_tokens, 0);
+}
+
+TEST_F(SchedulerTest, ConcurrentGreedyRepliesEqualSoloReplies) {
+  std::vector<std::string> prompts = {"one", "two words", "a longer prompt with more tokens", "x",
+                                      "the quick brown fox", "jumps"};
+  std::vector<Reply> solo;
+  {
+    auto s = Make(1);
+    for (auto& p : prompts) solo.push_back(Collect(*s->Submit(Greedy(p, 12))));
+  }
+  auto s = Make(4, 7);  // small chunks: prompts are read across several steps
+  std::vector<std::shared_ptr<GenStream>> streams;
+  for (auto& p : prompts) streams.push_back(s->Submit(Greedy(p, 12)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Reply r = Collect(*streams[i]);
+    EXPECT_EQ(r.tokens, solo[i].tokens) << prompts[i];
+    EXPECT_EQ(r.text, solo[i].text) << prompts[i];
+  }
+}
+
+TEST_F(SchedulerTest, CancelFreesTheSlot) {
+  auto s = Make(1);
+  auto a = s->Submit(Greedy("cancel me", 400));
+  GenEvent ev;
+  ASSERT_TRUE(a->Next(&ev));
+  a->Cancel();
+  Reply ra = Collect(*a);
+  Reply rb = Collect(*s->Submit(Greedy("next", 3)));
+  EXPECT_TRUE(rb.last.status.ok());
+  EXPECT_TRUE(rb.last.final);
+}
+
+TEST_F(SchedulerTest, PromptLongerThanContextIsRejected) {
+  auto s = Make(1);
+  GenRequest r;
+  r.prompt.assign(600, 1);
+  Reply rep = Collect(*s->Submit(r));
+  EXPECT_EQ(rep.last.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(rep.last.status.message().find("600"), std::string::npos);
+  EXPECT_NE(rep.last.status.message().find("512"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, LogprobsAreReported) {
+  auto s = Make(1);
+  GenRequest r = Greedy("hi", 3);
+  r.logprobs = true;
+  r.top_logprobs = 3;
+  auto st = s->Submit(r);
+  GenEvent ev;
+  ASSERT_TRUE(st->Next(&ev));
+  if (ev.has_token) {
+    EXPECT_LE(ev.logprob, 0.0f);
+    ASSERT_EQ(ev.top.size(), 3u);
+    EXPECT_EQ(ev.top[0].first, ev.token);  // greedy picks the best
+  }
+  Collect(*st);
+}
+
+}  // namespace
+}  // namespace mx::engine

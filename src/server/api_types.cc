@@ -1,0 +1,227 @@
+#include "server/api_types.h"
+
+#include <cmath>
+
+namespace mx::server {
+namespace {
+
+Status TypeError(const std::string& field, const char* expected) {
+  return Status::InvalidArgument("'" + field + "' must be " + expected);
+}
+
+Result<std::string> GetString(const Json& j, const std::string& field, bool required) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (required) return Status::InvalidArgument("'" + field + "' is required");
+    return std::string();
+  }
+  if (!it->is_string()) return TypeError(field, "a string");
+  return it->get<std::string>();
+}
+
+// Reads an optional number field into `out` within [min, max].
+Status GetNumber(const Json& j, const std::string& field, double min, double max, std::optional<double>* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) return TypeError(field, "a number");
+  double v = it->get<double>();
+  if (!(v >= min && v <= max)) {
+    return Status::InvalidArgument("'" + field + "' must be in [" + Json(min).dump() + ", " + Json(max).dump() +
+                                   "], got " + it->dump());
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status GetInt(const Json& j, const std::string& field, int64_t min, int64_t max, std::optional<int64_t>* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return TypeError(field, "an integer");
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t v = too_big ? INT64_MAX : it->get<int64_t>();
+  if (too_big || v < min || v > max) {
+    return Status::InvalidArgument("'" + field + "' must be in [" + std::to_string(min) + ", " +
+                                   std::to_string(max) + "], got " + it->dump());
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status GetBool(const Json& j, const std::string& field, bool* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) return TypeError(field, "a boolean");
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+Result<std::vector<int32_t>> GetTokenArray(const Json& v, const std::string& field) {
+  if (!v.is_array()) return TypeError(field, "an array of token ids");
+  std::vector<int32_t> out;
+  for (const auto& t : v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+      return TypeError(field, "an array of non-negative integer token ids");
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+Status ParseGeneration(const Json& j, GenerationFields* g) {
+  MX_ASSIGN_OR_RETURN(g->model, GetString(j, "model", false));
+  std::optional<double> d;
+  std::optional<int64_t> i;
+  g->sampling.temperature = 1.0f;  // OpenAI's default
+  MX_RETURN_IF_ERROR(GetNumber(j, "temperature", 0, 2, &d));
+  if (d) g->sampling.temperature = static_cast<float>(*d);
+  d.reset();
+  MX_RETURN_IF_ERROR(GetNumber(j, "top_p", 0, 1, &d));
+  if (d) {
+    if (*d <= 0) return Status::InvalidArgument("'top_p' must be in (0, 1], got " + Json(*d).dump());
+    g->sampling.top_p = static_cast<float>(*d);
+  }
+  d.reset();
+  MX_RETURN_IF_ERROR(GetNumber(j, "min_p", 0, 0.999999, &d));
+  if (d) g->sampling.min_p = static_cast<float>(*d);
+  d.reset();
+  MX_RETURN_IF_ERROR(GetNumber(j, "repeat_penalty", 1e-6, 100, &d));
+  if (d) {
+    g->sampling.repeat_penalty = static_cast<float>(*d);
+  }
+  MX_RETURN_IF_ERROR(GetInt(j, "top_k", 0, 1 << 30, &i));
+  if (i) g->sampling.top_k = static_cast<int>(*i);
+  i.reset();
+  MX_RETURN_IF_ERROR(GetInt(j, "seed", INT64_MIN, INT64_MAX, &i));
+  if (i) g->sampling.seed = static_cast<uint64_t>(*i);
+  i.reset();
+  MX_RETURN_IF_ERROR(GetInt(j, "max_tokens", 1, int64_t{1} << 30, &g->max_tokens));
+  MX_RETURN_IF_ERROR(GetInt(j, "max_completion_tokens", 1, int64_t{1} << 30, &i));
+  if (i) g->max_tokens = i;
+  i.reset();
+  MX_RETURN_IF_ERROR(GetInt(j, "n", 1, INT64_MAX, &i));
+  if (i && *i != 1) {
+    return Status::InvalidArgument("'n' must be 1 (one choice per request), got " + std::to_string(*i));
+  }
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    if (it->is_string()) {
+      g->stop.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      if (it->size() > 16) return Status::InvalidArgument("'stop' holds at most 16 strings");
+      for (const auto& s : *it) {
+        if (!s.is_string()) return TypeError("stop", "a string or an array of strings");
+        g->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return TypeError("stop", "a string or an array of strings");
+    }
+  }
+  MX_RETURN_IF_ERROR(GetBool(j, "stream", &g->stream));
+  if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return TypeError("stream_options", "an object");
+    MX_RETURN_IF_ERROR(GetBool(*it, "include_usage", &g->include_usage));
+  }
+  return engine::ValidateSamplingParams(g->sampling);
+}
+
+Result<std::string> MessageContent(const Json& content, size_t index, const std::string& model) {
+  const std::string field = "messages[" + std::to_string(index) + "].content";
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return TypeError(field, "a string or an array of content parts");
+  std::string text;
+  for (size_t p = 0; p < content.size(); ++p) {
+    const Json& part = content[p];
+    const std::string pf = field + "[" + std::to_string(p) + "]";
+    if (!part.is_object()) return TypeError(pf, "an object");
+    MX_ASSIGN_OR_RETURN(std::string type, GetString(part, "type", true));
+    if (type == "text") {
+      MX_ASSIGN_OR_RETURN(std::string t, GetString(part, "text", true));
+      text += t;
+    } else if (type == "image_url" || type == "input_image" || type == "image") {
+      return Status::InvalidArgument(pf + ": model '" + model + "' does not support images");
+    } else {
+      return Status::InvalidArgument(pf + ".type '" + type + "' is not supported (expected \"text\")");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<Json> ParseJsonBody(const std::string& body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("invalid JSON in the request body");
+  if (!j.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
+  return j;
+}
+
+Result<ChatRequest> ParseChatRequest(const Json& j) {
+  ChatRequest r;
+  MX_RETURN_IF_ERROR(ParseGeneration(j, &r.gen));
+  auto it = j.find("messages");
+  if (it == j.end()) return Status::InvalidArgument("'messages' is required");
+  if (!it->is_array() || it->empty()) return TypeError("messages", "a non-empty array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& m = (*it)[i];
+    if (!m.is_object()) return TypeError("messages[" + std::to_string(i) + "]", "an object");
+    templates::ChatMessage msg;
+    MX_ASSIGN_OR_RETURN(msg.role, GetString(m, "role", true));
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer") {
+      return Status::InvalidArgument("messages[" + std::to_string(i) + "].role '" + msg.role +
+                                     "' is not supported (system, developer, user, assistant)");
+    }
+    MX_ASSIGN_OR_RETURN(msg.content, MessageContent(m.contains("content") ? m["content"] : Json(), i, r.gen.model));
+    r.messages.push_back(std::move(msg));
+  }
+  MX_RETURN_IF_ERROR(GetBool(j, "logprobs", &r.logprobs));
+  std::optional<int64_t> top;
+  MX_RETURN_IF_ERROR(GetInt(j, "top_logprobs", 0, 20, &top));
+  if (top) {
+    if (!r.logprobs && *top > 0) return Status::InvalidArgument("'top_logprobs' requires 'logprobs': true");
+    r.top_logprobs = static_cast<int>(*top);
+  }
+  return r;
+}
+
+Result<CompletionRequest> ParseCompletionRequest(const Json& j) {
+  CompletionRequest r;
+  MX_RETURN_IF_ERROR(ParseGeneration(j, &r.gen));
+  if (!r.gen.max_tokens) r.gen.max_tokens = 16;  // OpenAI's default for completions
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return Status::InvalidArgument("'prompt' is required");
+  if (it->is_string()) {
+    r.prompt_text = it->get<std::string>();
+  } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    r.prompt_text = (*it)[0].get<std::string>();
+  } else if (it->is_array()) {
+    MX_ASSIGN_OR_RETURN(r.prompt_tokens, GetTokenArray(*it, "prompt"));
+    r.prompt_is_tokens = true;
+  } else {
+    return TypeError("prompt", "a string or an array of token ids");
+  }
+  std::optional<int64_t> lp;
+  MX_RETURN_IF_ERROR(GetInt(j, "logprobs", 0, 5, &lp));
+  if (lp) r.logprobs = static_cast<int>(*lp);
+  MX_RETURN_IF_ERROR(GetBool(j, "echo", &r.echo));
+  return r;
+}
+
+Result<TokenizeRequest> ParseTokenizeRequest(const Json& j) {
+  TokenizeRequest r;
+  MX_ASSIGN_OR_RETURN(r.model, GetString(j, "model", false));
+  MX_ASSIGN_OR_RETURN(r.content, GetString(j, "content", true));
+  MX_RETURN_IF_ERROR(GetBool(j, "add_special", &r.add_special));
+  MX_RETURN_IF_ERROR(GetBool(j, "with_pieces", &r.with_pieces));
+  return r;
+}
+
+Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j) {
+  DetokenizeRequest r;
+  MX_ASSIGN_OR_RETURN(r.model, GetString(j, "model", false));
+  auto it = j.find("tokens");
+  if (it == j.end()) return Status::InvalidArgument("'tokens' is required");
+  MX_ASSIGN_OR_RETURN(r.tokens, GetTokenArray(*it, "tokens"));
+  return r;
+}
+
+}  // namespace mx::server

@@ -1,0 +1,70 @@
+// Native request structs of the HTTP API and their JSON parsers. Parsing
+// validates everything that comes from the client: wrong types and values
+// out of range are InvalidArgument naming the field (-> HTTP 400), so the
+// handlers only see well-formed requests. No HTTP here: tested on JSON text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "engine/sampler.h"
+#include "templates/chat_template.h"
+
+namespace mx::server {
+
+using Json = nlohmann::json;
+
+// Fields shared by chat and text completions.
+struct GenerationFields {
+  std::string model;
+  engine::SamplingParams sampling;
+  std::optional<int64_t> max_tokens;  // unset: until the context is full
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct ChatRequest {
+  GenerationFields gen;
+  std::vector<templates::ChatMessage> messages;
+  bool logprobs = false;
+  int top_logprobs = 0;  // 0..20
+};
+
+struct CompletionRequest {
+  GenerationFields gen;
+  std::string prompt_text;              // when the prompt is a string
+  std::vector<int32_t> prompt_tokens;   // when it is an array of token ids
+  bool prompt_is_tokens = false;
+  int logprobs = -1;                    // -1: none; 0..5 top logprobs per token
+  bool echo = false;
+};
+
+struct TokenizeRequest {
+  std::string model;
+  std::string content;
+  bool add_special = true;
+  bool with_pieces = false;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+// Parses the body text as JSON (InvalidArgument "invalid JSON: ..." when it
+// is not an object).
+Result<Json> ParseJsonBody(const std::string& body);
+
+// `default_model` fills `model` when the request has none (a single model).
+Result<ChatRequest> ParseChatRequest(const Json& j);
+Result<CompletionRequest> ParseCompletionRequest(const Json& j);
+Result<TokenizeRequest> ParseTokenizeRequest(const Json& j);
+Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j);
+
+}  // namespace mx::server

@@ -1,0 +1,122 @@
+#include "server/api_types.h"
+
+#include <gtest/gtest.h>
+
+#include "server/http_util.h"
+
+namespace mx::server {
+namespace {
+
+Result<ChatRequest> Chat(const std::string& body) {
+  auto j = ParseJsonBody(body);
+  if (!j.ok()) return j.status();
+  return ParseChatRequest(*j);
+}
+
+void ExpectBad(const Status& st, const std::string& needle) {
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+}
+
+TEST(ApiTypesTest, InvalidJsonIsRejected) { ExpectBad(ParseJsonBody("{nope").status(), "invalid JSON"); }
+
+TEST(ApiTypesTest, BodyMustBeAnObject) { ExpectBad(ParseJsonBody("[1]").status(), "object"); }
+
+TEST(ApiTypesTest, ChatWithStringAndPartsContent) {
+  auto r = Chat(R"({"model":"m","messages":[{"role":"system","content":"S"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+      "max_tokens":7,"temperature":0,"top_k":3,"top_p":0.5,"min_p":0.1,"seed":42,"stop":"X",
+      "logprobs":true,"top_logprobs":2,"stream":true})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->gen.model, "m");
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[1].content, "ab");
+  EXPECT_EQ(*r->gen.max_tokens, 7);
+  EXPECT_EQ(r->gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(r->gen.sampling.top_k, 3);
+  EXPECT_EQ(r->gen.sampling.seed, 42u);
+  EXPECT_EQ(r->gen.stop, std::vector<std::string>{"X"});
+  EXPECT_TRUE(r->logprobs);
+  EXPECT_EQ(r->top_logprobs, 2);
+  EXPECT_TRUE(r->gen.stream);
+}
+
+TEST(ApiTypesTest, MaxCompletionTokensIsAccepted) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r->gen.max_tokens, 3);
+}
+
+TEST(ApiTypesTest, ImagePartNamesTheModel) {
+  auto r = Chat(R"({"model":"tiny","messages":[{"role":"user","content":[
+      {"type":"image_url","image_url":{"url":"data:x"}}]}]})");
+  ExpectBad(r.status(), "model 'tiny' does not support images");
+}
+
+TEST(ApiTypesTest, WrongTypeNamesTheField) {
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})").status(), "'temperature'");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})").status(), "'max_tokens'");
+  ExpectBad(Chat(R"({"messages":"hi"})").status(), "'messages'");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":5}]})").status(), "messages[0].content");
+}
+
+TEST(ApiTypesTest, OutOfRangeValuesAreRejected) {
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"temperature":3})").status(), "'temperature'");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"n":2})").status(), "'n' must be 1");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})").status(),
+            "'top_logprobs'");
+}
+
+TEST(ApiTypesTest, MissingMessagesIsRejected) { ExpectBad(Chat(R"({"model":"m"})").status(), "'messages'"); }
+
+TEST(ApiTypesTest, UnknownRoleIsRejected) {
+  ExpectBad(Chat(R"({"messages":[{"role":"tool","content":"x"}]})").status(), "role");
+}
+
+TEST(ApiTypesTest, CompletionPromptStringOrTokens) {
+  auto a = ParseCompletionRequest(Json::parse(R"({"prompt":"hello","echo":true,"logprobs":2})"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->prompt_text, "hello");
+  EXPECT_FALSE(a->prompt_is_tokens);
+  EXPECT_TRUE(a->echo);
+  EXPECT_EQ(a->logprobs, 2);
+  EXPECT_EQ(*a->gen.max_tokens, 16);
+  auto b = ParseCompletionRequest(Json::parse(R"({"prompt":[1,2,3]})"));
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->prompt_is_tokens);
+  EXPECT_EQ(b->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ExpectBad(ParseCompletionRequest(Json::parse(R"({"prompt":[1,"x"]})")).status(), "'prompt'");
+  ExpectBad(ParseCompletionRequest(Json::parse(R"({"prompt":5})")).status(), "'prompt'");
+}
+
+TEST(ApiTypesTest, TokenizeAndDetokenize) {
+  auto t = ParseTokenizeRequest(Json::parse(R"({"content":"hi","model":"m"})"));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->content, "hi");
+  EXPECT_EQ(t->model, "m");
+  ExpectBad(ParseTokenizeRequest(Json::parse(R"({"content":1})")).status(), "'content'");
+  auto d = ParseDetokenizeRequest(Json::parse(R"({"tokens":[5,6]})"));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->tokens, (std::vector<int32_t>{5, 6}));
+  ExpectBad(ParseDetokenizeRequest(Json::parse(R"({"tokens":[-1]})")).status(), "'tokens'");
+}
+
+TEST(HttpUtilTest, StatusToHttpCode) {
+  EXPECT_EQ(HttpCode(Status::Ok()), 200);
+  EXPECT_EQ(HttpCode(Status::InvalidArgument("x")), 400);
+  EXPECT_EQ(HttpCode(Status::NotFound("x")), 404);
+  EXPECT_EQ(HttpCode(Status::ResourceExhausted("x")), 503);
+  EXPECT_EQ(HttpCode(Status::IOError("x")), 500);
+}
+
+TEST(HttpUtilTest, ErrorShapeIsOpenAi) {
+  Json j = ErrorJson(Status::NotFound("model 'x' does not exist"));
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_EQ(j["error"]["message"], "model 'x' does not exist");
+  EXPECT_EQ(j["error"]["type"], "not_found_error");
+  EXPECT_TRUE(j["error"].contains("param"));
+  EXPECT_EQ(j["error"]["code"], "model_not_found");
+}
+
+}  // namespace
+}  // namespace mx::server

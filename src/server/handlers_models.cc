@@ -1,0 +1,58 @@
+// Model routes: GET /v1/models (OpenAI list), GET /api/models (with load
+// state), POST /api/models/{name}/load and /unload (admin).
+#include "core/logging.h"
+#include "server/http_util.h"
+#include "server/server.h"
+
+namespace mx::server {
+namespace {
+
+void ListOpenAi(ServerContext* ctx, httplib::Response& res) {
+  auto list = ctx->models->List();
+  if (!list.ok()) return SendError(res, list.status());
+  Json data = Json::array();
+  for (const ModelInfo& m : *list) {
+    data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "matricxon"}});
+  }
+  SendJson(res, {{"object", "list"}, {"data", data}});
+}
+
+void ListApi(ServerContext* ctx, httplib::Response& res) {
+  auto list = ctx->models->List();
+  if (!list.ok()) return SendError(res, list.status());
+  Json models = Json::array();
+  for (const ModelInfo& m : *list) {
+    models.push_back({{"name", m.name}, {"path", m.path}, {"size_bytes", m.size_bytes}, {"loaded", m.loaded},
+                      {"active_requests", m.active}});
+  }
+  SendJson(res, {{"models", models}});
+}
+
+void Load(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  auto served = ctx->models->Acquire(name);
+  if (!served.ok()) return SendError(res, served.status());
+  SendJson(res, {{"name", name}, {"loaded", true}, {"n_ctx", (*served)->scheduler->n_ctx()}});
+}
+
+void Unload(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  Status st = ctx->models->Unload(name);
+  if (!st.ok()) return SendError(res, st);
+  SendJson(res, {{"name", name}, {"loaded", false}});
+}
+
+}  // namespace
+
+void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes) {
+  routes->push_back({"GET", "/v1/models", "the served models (OpenAI list)", false,
+                     [ctx](const httplib::Request&, httplib::Response& res) { ListOpenAi(ctx, res); }});
+  routes->push_back({"GET", "/api/models", "the served models with their load state", false,
+                     [ctx](const httplib::Request&, httplib::Response& res) { ListApi(ctx, res); }});
+  routes->push_back({"POST", "/api/models/([^/]+)/load", "loads a model now", true,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { Load(ctx, req, res); }});
+  routes->push_back({"POST", "/api/models/([^/]+)/unload", "unloads a model (waits for its replies)", true,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { Unload(ctx, req, res); }});
+}
+
+}  // namespace mx::server

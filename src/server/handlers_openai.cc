@@ -1,0 +1,320 @@
+// OpenAI-compatible generation routes: POST /v1/chat/completions and
+// POST /v1/completions, streaming (SSE, ending with `data: [DONE]`) or not.
+#include <memory>
+#include <string>
+
+#include "core/logging.h"
+#include "engine/scheduler.h"
+#include "server/api_types.h"
+#include "server/http_util.h"
+#include "server/server.h"
+
+namespace mx::server {
+namespace {
+
+enum class Kind { kChat, kText };
+
+// Everything one reply needs, shared by the handler and the stream provider.
+struct Reply {
+  Kind kind = Kind::kChat;
+  ServerContext* ctx = nullptr;
+  std::shared_ptr<ServedModel> model;  // held until the reply is done
+  std::shared_ptr<engine::GenStream> stream;
+  std::string id;
+  int64_t created = 0;
+  bool logprobs = false;
+  bool include_usage = false;
+  std::string echo;  // text completions: prompt text sent first
+  uint64_t start_us = 0;
+  bool first_token_seen = false;
+  bool role_sent = false;
+  bool done = false;
+
+  // Metrics bookkeeping for one event.
+  void Observe(const engine::GenEvent& ev) {
+    if (ev.has_token && !first_token_seen) {
+      first_token_seen = true;
+      ctx->metrics->ObserveTtft(static_cast<double>(ctx->env->NowMicros() - start_us) / 1e6);
+    }
+    if (ev.final) {
+      ctx->metrics->CountPromptTokens(ev.prompt_tokens - ev.cached_tokens);
+      ctx->metrics->CountGenerated(ev.completion_tokens);
+    }
+  }
+  std::string Piece(int32_t token) const { return model->model->tokenizer->TokenToPiece(token); }
+};
+
+Json Usage(const engine::GenEvent& ev) {
+  return {{"prompt_tokens", ev.prompt_tokens},
+          {"completion_tokens", ev.completion_tokens},
+          {"total_tokens", ev.prompt_tokens + ev.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", ev.cached_tokens}}}};
+}
+
+Json Bytes(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// One entry of chat `logprobs.content`.
+Json ChatLogprob(const Reply& r, const engine::GenEvent& ev) {
+  Json top = Json::array();
+  for (const auto& [id, lp] : ev.top) {
+    std::string p = r.Piece(id);
+    top.push_back({{"token", p}, {"logprob", lp}, {"bytes", Bytes(p)}});
+  }
+  std::string p = r.Piece(ev.token);
+  return {{"token", p}, {"logprob", ev.logprob}, {"bytes", Bytes(p)}, {"top_logprobs", top}};
+}
+
+// Accumulates legacy completions `logprobs` ({tokens, token_logprobs, top_logprobs, text_offset}).
+void AddTextLogprob(const Reply& r, const engine::GenEvent& ev, size_t offset, Json* lp) {
+  (*lp)["tokens"].push_back(r.Piece(ev.token));
+  (*lp)["token_logprobs"].push_back(ev.logprob);
+  Json top = Json::object();
+  for (const auto& [id, v] : ev.top) top[r.Piece(id)] = v;
+  (*lp)["top_logprobs"].push_back(top);
+  (*lp)["text_offset"].push_back(offset);
+}
+
+Json EmptyTextLogprobs() {
+  return {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+          {"text_offset", Json::array()}};
+}
+
+Json FinishReason(const engine::GenEvent& ev) {
+  if (ev.finish_reason == "stop" || ev.finish_reason == "length") return ev.finish_reason;
+  return nullptr;
+}
+
+// Non-streaming: reads every event, answers one JSON object.
+void AnswerWhole(Reply& r, httplib::Response& res) {
+  std::string text = r.echo;
+  Json chat_lp = Json::array();
+  Json text_lp = EmptyTextLogprobs();
+  engine::GenEvent ev, last;
+  while (r.stream->Next(&ev)) {
+    r.Observe(ev);
+    if (ev.has_token && r.logprobs) {
+      if (r.kind == Kind::kChat) {
+        chat_lp.push_back(ChatLogprob(r, ev));
+      } else {
+        AddTextLogprob(r, ev, text.size(), &text_lp);
+      }
+    }
+    text += ev.text;
+    if (ev.final) last = ev;
+  }
+  if (!last.status.ok()) {
+    SendError(res, last.status);
+    return;
+  }
+  Json choice;
+  if (r.kind == Kind::kChat) {
+    choice = {{"index", 0},
+              {"message", {{"role", "assistant"}, {"content", text}}},
+              {"logprobs", r.logprobs ? Json{{"content", chat_lp}} : Json(nullptr)},
+              {"finish_reason", FinishReason(last)}};
+  } else {
+    choice = {{"index", 0},
+              {"text", text},
+              {"logprobs", r.logprobs ? text_lp : Json(nullptr)},
+              {"finish_reason", FinishReason(last)}};
+  }
+  SendJson(res, {{"id", r.id},
+                 {"object", r.kind == Kind::kChat ? "chat.completion" : "text_completion"},
+                 {"created", r.created},
+                 {"model", r.model->name},
+                 {"choices", Json::array({choice})},
+                 {"usage", Usage(last)}});
+}
+
+std::string Sse(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
+
+// Streaming: one SSE event per released piece of text, then the finish
+// reason, the usage (when asked) and `data: [DONE]`.
+void AnswerStream(std::shared_ptr<Reply> r, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [r](size_t, httplib::DataSink& sink) -> bool {
+        const bool chat = r->kind == Kind::kChat;
+        auto chunk = [&](Json choice) {
+          return Json{{"id", r->id},
+                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", r->created},
+                      {"model", r->model->name},
+                      {"choices", Json::array({std::move(choice)})}};
+        };
+        std::string out;
+        if (!r->role_sent) {
+          r->role_sent = true;
+          if (chat) {
+            out += Sse(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+          } else if (!r->echo.empty()) {
+            out += Sse(chunk({{"index", 0}, {"text", r->echo}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+          }
+        }
+        engine::GenEvent ev;
+        if (!r->stream->Next(&ev)) {
+          sink.done();
+          return true;
+        }
+        r->Observe(ev);
+        if (ev.final && !ev.status.ok()) {
+          out += Sse(ErrorJson(ev.status));
+        } else if (!ev.text.empty() || (ev.has_token && r->logprobs)) {
+          Json lp = nullptr;
+          if (ev.has_token && r->logprobs) {
+            if (chat) {
+              lp = {{"content", Json::array({ChatLogprob(*r, ev)})}};
+            } else {
+              lp = EmptyTextLogprobs();
+              AddTextLogprob(*r, ev, 0, &lp);
+            }
+          }
+          if (chat) {
+            out += Sse(chunk({{"index", 0}, {"delta", {{"content", ev.text}}}, {"logprobs", lp},
+                              {"finish_reason", nullptr}}));
+          } else {
+            out += Sse(chunk({{"index", 0}, {"text", ev.text}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+          }
+        }
+        if (ev.final && ev.status.ok()) {
+          Json fin = chat ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr},
+                                 {"finish_reason", FinishReason(ev)}}
+                          : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr},
+                                 {"finish_reason", FinishReason(ev)}};
+          out += Sse(chunk(fin));
+          if (r->include_usage) {
+            Json u = chunk(nullptr);
+            u["choices"] = Json::array();
+            u["usage"] = Usage(ev);
+            out += Sse(u);
+          }
+        }
+        if (ev.final) out += "data: [DONE]\n\n";
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          r->stream->Cancel();  // the client went away: free the slot now
+          return false;
+        }
+        if (ev.final) {
+          r->done = true;
+          sink.done();
+        }
+        return true;
+      },
+      [r](bool) {
+        if (!r->done) r->stream->Cancel();
+      });
+}
+
+// Shared tail of both routes: checks the prompt, submits, answers.
+void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest gr, bool stream,
+              httplib::Response& res) {
+  const int64_t n_ctx = r->model->scheduler->n_ctx();
+  const int64_t n = static_cast<int64_t>(gr.prompt.size());
+  if (n + 1 > n_ctx) {
+    SendError(res, 400,
+              "the prompt has " + std::to_string(n) + " tokens but the context holds " + std::to_string(n_ctx) +
+                  " (including at least one generated token)",
+              "context_length_exceeded");
+    return;
+  }
+  if (n == 0) {
+    SendError(res, 400, "the prompt is empty");
+    return;
+  }
+  gr.max_tokens = std::min(gr.max_tokens, n_ctx - n);
+  r->start_us = ctx->env->NowMicros();
+  r->stream = r->model->scheduler->Submit(std::move(gr));
+  if (stream) {
+    AnswerStream(r, res);
+  } else {
+    AnswerWhole(*r, res);
+  }
+}
+
+std::shared_ptr<Reply> NewReply(ServerContext* ctx, Kind kind, std::shared_ptr<ServedModel> model) {
+  auto r = std::make_shared<Reply>();
+  r->kind = kind;
+  r->ctx = ctx;
+  r->model = std::move(model);
+  uint64_t rnd = 0;
+  (void)ctx->env->RandomBytes(&rnd, sizeof(rnd));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rnd));
+  r->id = std::string(kind == Kind::kChat ? "chatcmpl-" : "cmpl-") + buf;
+  r->created = static_cast<int64_t>(ctx->env->WallMicros() / 1000000);
+  return r;
+}
+
+engine::GenRequest BaseRequest(const GenerationFields& g) {
+  engine::GenRequest gr;
+  gr.sampling = g.sampling;
+  gr.max_tokens = g.max_tokens.value_or(INT64_MAX);
+  gr.stop = g.stop;
+  return gr;
+}
+
+void ChatCompletions(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(res, body.status());
+  auto cr = ParseChatRequest(*body);
+  if (!cr.ok()) return SendError(res, cr.status());
+  auto model = ResolveModel(ctx, cr->gen.model);
+  if (!model.ok()) return SendError(res, model.status());
+  auto prompt = (*model)->model->EncodeChat(cr->messages, {});
+  if (!prompt.ok()) return SendError(res, prompt.status());
+  auto r = NewReply(ctx, Kind::kChat, *model);
+  r->logprobs = cr->logprobs;
+  r->include_usage = cr->gen.include_usage;
+  engine::GenRequest gr = BaseRequest(cr->gen);
+  gr.prompt = std::move(prompt).value();
+  gr.logprobs = cr->logprobs;
+  gr.top_logprobs = cr->top_logprobs;
+  Generate(ctx, r, std::move(gr), cr->gen.stream, res);
+}
+
+void Completions(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(res, body.status());
+  auto cr = ParseCompletionRequest(*body);
+  if (!cr.ok()) return SendError(res, cr.status());
+  auto model = ResolveModel(ctx, cr->gen.model);
+  if (!model.ok()) return SendError(res, model.status());
+  const auto& tok = *(*model)->model->tokenizer;
+  auto r = NewReply(ctx, Kind::kText, *model);
+  r->logprobs = cr->logprobs >= 0;
+  r->include_usage = cr->gen.include_usage;
+  engine::GenRequest gr = BaseRequest(cr->gen);
+  if (cr->prompt_is_tokens) {
+    for (int32_t t : cr->prompt_tokens) {
+      if (t >= tok.n_vocab()) {
+        return SendError(res, 400, "'prompt' token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                       std::to_string(tok.n_vocab()) + ")");
+      }
+    }
+    gr.prompt = cr->prompt_tokens;
+    if (cr->echo) r->echo = tok.Decode(gr.prompt);
+  } else {
+    gr.prompt = tok.Encode(cr->prompt_text, /*add_special=*/true, /*parse_special=*/true);
+    if (cr->echo) r->echo = cr->prompt_text;
+  }
+  gr.logprobs = r->logprobs;
+  gr.top_logprobs = std::max(cr->logprobs, 0);
+  Generate(ctx, r, std::move(gr), cr->gen.stream, res);
+}
+
+}  // namespace
+
+void AddOpenAiRoutes(ServerContext* ctx, std::vector<Route>* routes) {
+  routes->push_back({"POST", "/v1/chat/completions", "OpenAI chat completion (stream with \"stream\": true)", false,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { ChatCompletions(ctx, req, res); }});
+  routes->push_back({"POST", "/v1/completions", "OpenAI text completion (prompt string or token ids)", false,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { Completions(ctx, req, res); }});
+}
+
+}  // namespace mx::server

@@ -1,0 +1,72 @@
+// Utility routes: POST /tokenize, POST /detokenize (llama.cpp server shapes),
+// GET /health, GET /metrics (Prometheus text), GET /api/routes (the table).
+#include "server/api_types.h"
+#include "server/http_util.h"
+#include "server/server.h"
+
+namespace mx::server {
+namespace {
+
+void Tokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(res, body.status());
+  auto tr = ParseTokenizeRequest(*body);
+  if (!tr.ok()) return SendError(res, tr.status());
+  auto model = ResolveModel(ctx, tr->model);
+  if (!model.ok()) return SendError(res, model.status());
+  const auto& tok = *(*model)->model->tokenizer;
+  std::vector<int32_t> ids = tok.Encode(tr->content, tr->add_special, /*parse_special=*/true);
+  Json tokens = Json::array();
+  for (int32_t id : ids) {
+    if (tr->with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", tok.TokenToPiece(id)}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  SendJson(res, {{"tokens", tokens}, {"model", (*model)->name}});
+}
+
+void Detokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(res, body.status());
+  auto dr = ParseDetokenizeRequest(*body);
+  if (!dr.ok()) return SendError(res, dr.status());
+  auto model = ResolveModel(ctx, dr->model);
+  if (!model.ok()) return SendError(res, model.status());
+  const auto& tok = *(*model)->model->tokenizer;
+  for (int32_t id : dr->tokens) {
+    if (id >= tok.n_vocab()) {
+      return SendError(res, 400, "'tokens': id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                     std::to_string(tok.n_vocab()) + ")");
+    }
+  }
+  SendJson(res, {{"content", tok.Decode(dr->tokens)}, {"model", (*model)->name}});
+}
+
+}  // namespace
+
+void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
+  routes->push_back({"POST", "/tokenize", "{\"content\": text} -> {\"tokens\": [ids]}", false,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { Tokenize(ctx, req, res); }});
+  routes->push_back({"POST", "/detokenize", "{\"tokens\": [ids]} -> {\"content\": text}", false,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { Detokenize(ctx, req, res); }});
+  routes->push_back({"GET", "/health", "liveness: {\"status\": \"ok\"}", false,
+                     [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); }});
+  routes->push_back({"GET", "/metrics", "Prometheus counters and the time-to-first-token histogram", false,
+                     [ctx](const httplib::Request&, httplib::Response& res) {
+                       res.set_content(ctx->metrics->Render(), "text/plain; version=0.0.4");
+                     }});
+  // The route table itself (help text), built lazily from the routes vector.
+  routes->push_back({"GET", "/api/routes", "this table: method, path, help, mutates", false,
+                     [routes](const httplib::Request&, httplib::Response& res) {
+                       Json list = Json::array();
+                       for (const Route& r : *routes) {
+                         list.push_back({{"method", r.method}, {"path", r.pattern}, {"help", r.help},
+                                         {"mutates", r.mutates}});
+                       }
+                       SendJson(res, {{"routes", list}});
+                     }});
+}
+
+}  // namespace mx::server

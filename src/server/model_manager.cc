@@ -1,0 +1,159 @@
+#include "server/model_manager.h"
+
+#include <algorithm>
+
+#include "core/logging.h"
+
+namespace mx::server {
+namespace {
+
+constexpr std::string_view kSuffix = ".gguf";
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+ModelManager::ModelManager(Env* env, ModelManagerOptions options) : env_(env), options_(std::move(options)) {}
+
+ModelManager::~ModelManager() { Shutdown(); }
+
+Result<std::vector<ModelInfo>> ModelManager::List() {
+  MX_ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.models_dir));
+  std::vector<ModelInfo> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& file : names) {
+    if (file.size() <= kSuffix.size() || file.compare(file.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      continue;
+    }
+    ModelInfo info;
+    info.name = file.substr(0, file.size() - kSuffix.size());
+    info.path = JoinPath(options_.models_dir, file);
+    if (auto size = env_->FileSize(info.path); size.ok()) info.size_bytes = *size;
+    if (auto it = loaded_.find(info.name); it != loaded_.end()) {
+      info.loaded = true;
+      info.active = it->second.served->scheduler->active();
+    }
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const ModelInfo& a, const ModelInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<std::string> ModelManager::PathOf(const std::string& name) {
+  std::string path = JoinPath(options_.models_dir, name + std::string(kSuffix));
+  if (!ValidName(name) || !env_->FileExists(path)) {
+    return Status::NotFound("model '" + name + "' does not exist (no " + name + ".gguf in " +
+                            options_.models_dir + ")");
+  }
+  return path;
+}
+
+Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(name); it != loaded_.end()) {
+      it->second.last_used_us = env_->NowMicros();
+      return it->second.served;
+    }
+  }
+  MX_ASSIGN_OR_RETURN(std::string path, PathOf(name));
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  std::shared_ptr<ServedModel> victim;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(name); it != loaded_.end()) {  // loaded while we waited
+      it->second.last_used_us = env_->NowMicros();
+      return it->second.served;
+    }
+    if (static_cast<int>(loaded_.size()) >= options_.max_loaded) {
+      // The least recently used model nobody is using.
+      auto best = loaded_.end();
+      for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+        if (it->second.served.use_count() > 1) continue;
+        if (best == loaded_.end() || it->second.last_used_us < best->second.last_used_us) best = it;
+      }
+      if (best == loaded_.end()) {
+        return Status::ResourceExhausted("cannot load model '" + name + "': " +
+                                         std::to_string(options_.max_loaded) +
+                                         " models are loaded (MATRICXON_MAX_LOADED_MODELS) and all are busy");
+      }
+      MX_LOG(kInfo) << "unloading model " << best->first << " (least recently used) to load " << name;
+      victim = std::move(best->second.served);
+      loaded_.erase(best);
+    }
+  }
+  if (victim) DropAndWait(std::move(victim));
+
+  const uint64_t t0 = env_->NowMicros();
+  auto served = std::make_shared<ServedModel>();
+  served->name = name;
+  served->path = path;
+  MX_ASSIGN_OR_RETURN(served->model, engine::LoadedModel::Load(env_, path, {}));
+  engine::SchedulerOptions so = options_.scheduler;
+  so.model_name = name;
+  MX_ASSIGN_OR_RETURN(served->scheduler, engine::Scheduler::Create(*served->model, so, env_));
+  MX_LOG(kInfo) << "loaded model " << name << " from " << path << " in "
+                << (env_->NowMicros() - t0) / 1000 << " ms (context " << served->scheduler->n_ctx()
+                << ", " << so.n_parallel << " parallel)";
+  std::lock_guard<std::mutex> lock(mu_);
+  loaded_[name] = Entry{served, env_->NowMicros()};
+  return served;
+}
+
+void ModelManager::DropAndWait(std::shared_ptr<ServedModel> served) {
+  std::weak_ptr<ServedModel> weak = served;
+  const std::string name = served->name;
+  served.reset();
+  while (!weak.expired()) env_->SleepMicros(10000);
+  MX_LOG(kInfo) << "unloaded model " << name;
+}
+
+Status ModelManager::Unload(const std::string& name) {
+  MX_ASSIGN_OR_RETURN(std::string path, PathOf(name));
+  std::shared_ptr<ServedModel> served;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = loaded_.find(name);
+    if (it == loaded_.end()) return Status::Ok();
+    served = std::move(it->second.served);
+    loaded_.erase(it);
+  }
+  DropAndWait(std::move(served));
+  return Status::Ok();
+}
+
+void ModelManager::UnloadIdle() {
+  if (options_.keep_alive_s <= 0) return;
+  std::vector<std::shared_ptr<ServedModel>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t now = env_->NowMicros();
+    for (auto it = loaded_.begin(); it != loaded_.end();) {
+      const bool busy = it->second.served.use_count() > 1;
+      if (!busy && now - it->second.last_used_us > static_cast<uint64_t>(options_.keep_alive_s) * 1000000) {
+        MX_LOG(kInfo) << "model " << it->first << " idle for " << options_.keep_alive_s << " s";
+        idle.push_back(std::move(it->second.served));
+        it = loaded_.erase(it);
+      } else {
+        if (busy) it->second.last_used_us = now;
+        ++it;
+      }
+    }
+  }
+  for (auto& s : idle) DropAndWait(std::move(s));
+}
+
+void ModelManager::Shutdown() {
+  std::vector<std::shared_ptr<ServedModel>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, e] : loaded_) all.push_back(std::move(e.served));
+    loaded_.clear();
+  }
+  for (auto& s : all) DropAndWait(std::move(s));
+}
+
+}  // namespace mx::server

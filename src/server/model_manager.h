@@ -1,0 +1,83 @@
+// ModelManager: the GGUF files of the models folder, loaded on first use.
+// A model's name is its file name without ".gguf". At most
+// `max_loaded` models are in memory; loading one more unloads the least
+// recently used idle one. Idle models unload after `keep_alive_s`.
+// A ServedModel is handed out as a shared_ptr: a request holds it for the
+// whole reply, so unloading (which drops the manager's reference and then
+// waits) never cuts a reply in flight.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "engine/loaded_model.h"
+#include "engine/scheduler.h"
+
+namespace mx::server {
+
+struct ServedModel {
+  std::string name;
+  std::string path;
+  std::unique_ptr<engine::LoadedModel> model;
+  std::unique_ptr<engine::Scheduler> scheduler;  // declared after model: destroyed first
+  ~ServedModel() { scheduler.reset(); }
+};
+
+struct ModelManagerOptions {
+  std::string models_dir;
+  int max_loaded = 2;
+  int64_t keep_alive_s = 1800;  // 0: never
+  engine::SchedulerOptions scheduler;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string path;
+  uint64_t size_bytes = 0;
+  bool loaded = false;
+  int active = 0;  // requests decoding now (loaded only)
+};
+
+class ModelManager {
+ public:
+  ModelManager(Env* env, ModelManagerOptions options);
+  ~ModelManager();
+
+  // The GGUF files of the folder, sorted by name.
+  Result<std::vector<ModelInfo>> List();
+  // The model, loading it first when needed. NotFound for an unknown name;
+  // ResourceExhausted when max_loaded models are busy.
+  Result<std::shared_ptr<ServedModel>> Acquire(const std::string& name);
+  // Unloads `name`, waiting until no request holds it. NotFound when it is
+  // not a model of the folder; OK when it was not loaded.
+  Status Unload(const std::string& name);
+  // Unloads models idle for longer than keep_alive_s (call periodically).
+  void UnloadIdle();
+  // Unloads everything (waits for replies in flight).
+  void Shutdown();
+
+ private:
+  struct Entry {
+    std::shared_ptr<ServedModel> served;
+    uint64_t last_used_us = 0;
+  };
+  Result<std::string> PathOf(const std::string& name);
+  // Drops the entry from the table and waits until its last user is done.
+  void DropAndWait(std::shared_ptr<ServedModel> served);
+
+  Env* env_;
+  ModelManagerOptions options_;
+  std::mutex load_mu_;  // one load at a time; taken before mu_
+  std::mutex mu_;
+  std::map<std::string, Entry> loaded_;  // guarded by mu_
+};
+
+}  // namespace mx::server

@@ -1,0 +1,137 @@
+#include "server/model_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "models/synthetic_model.h"
+
+namespace mx::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The default Env with a clock the test moves by hand.
+class FakeClockEnv : public Env {
+ public:
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& p) override { return base_->MapReadOnly(p); }
+  Result<std::string> ReadFile(const std::string& p) override { return base_->ReadFile(p); }
+  Status WriteFileAtomic(const std::string& p, std::string_view d, uint32_t m) override {
+    return base_->WriteFileAtomic(p, d, m);
+  }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
+  Status CreateDirs(const std::string& p, uint32_t m) override { return base_->CreateDirs(p, m); }
+  Result<std::vector<std::string>> ListDir(const std::string& p) override { return base_->ListDir(p); }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  uint64_t NowMicros() override { return now_us.load(); }
+  uint64_t WallMicros() override { return base_->WallMicros(); }
+  void SleepMicros(uint64_t us) override { base_->SleepMicros(us); }
+  Status RandomBytes(void* buf, size_t n) override { return base_->RandomBytes(buf, n); }
+
+  std::atomic<uint64_t> now_us{1000000};
+
+ private:
+  Env* base_ = Env::Default();
+};
+
+class ModelManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::path(::testing::TempDir()) / ("mx_mm_" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    models::SyntheticSpec spec;
+    spec.n_layer = 1;
+    spec.n_vocab = 512;
+    ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, dir_ + "/a.gguf").ok());
+    ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, dir_ + "/b.gguf").ok());
+    std::FILE* f = std::fopen((dir_ + "/notes.txt").c_str(), "w");
+    std::fclose(f);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  ModelManagerOptions Options(int max_loaded, int64_t keep_alive_s) {
+    ModelManagerOptions o;
+    o.models_dir = dir_;
+    o.max_loaded = max_loaded;
+    o.keep_alive_s = keep_alive_s;
+    o.scheduler.n_ctx = 128;
+    return o;
+  }
+  static bool Loaded(ModelManager& m, const std::string& name) {
+    auto list = m.List();
+    for (const auto& i : *list) {
+      if (i.name == name) return i.loaded;
+    }
+    return false;
+  }
+
+  std::string dir_;
+  FakeClockEnv env_;
+};
+
+TEST_F(ModelManagerTest, ListsGgufFilesByName) {
+  ModelManager m(&env_, Options(2, 0));
+  auto list = m.List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "a");
+  EXPECT_EQ((*list)[1].name, "b");
+  EXPECT_FALSE((*list)[0].loaded);
+}
+
+TEST_F(ModelManagerTest, UnknownModelIsNotFound) {
+  ModelManager m(&env_, Options(2, 0));
+  EXPECT_EQ(m.Acquire("zzz").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(m.Acquire("../a").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(m.Unload("zzz").code(), Status::Code::kNotFound);
+}
+
+TEST_F(ModelManagerTest, LoadingBeyondTheLimitUnloadsTheLeastRecentlyUsed) {
+  ModelManager m(&env_, Options(1, 0));
+  ASSERT_TRUE(m.Acquire("a").ok());
+  EXPECT_TRUE(Loaded(m, "a"));
+  ASSERT_TRUE(m.Acquire("b").ok());
+  EXPECT_FALSE(Loaded(m, "a"));
+  EXPECT_TRUE(Loaded(m, "b"));
+}
+
+TEST_F(ModelManagerTest, BusyModelsAreNotUnloadedForAnother) {
+  ModelManager m(&env_, Options(1, 0));
+  auto a = m.Acquire("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(m.Acquire("b").status().code(), Status::Code::kResourceExhausted);
+}
+
+TEST_F(ModelManagerTest, IdleModelsUnloadAfterKeepAlive) {
+  ModelManager m(&env_, Options(2, 10));
+  ASSERT_TRUE(m.Acquire("a").ok());
+  env_.now_us += 5000000;
+  m.UnloadIdle();
+  EXPECT_TRUE(Loaded(m, "a"));
+  env_.now_us += 6000000;
+  m.UnloadIdle();
+  EXPECT_FALSE(Loaded(m, "a"));
+}
+
+TEST_F(ModelManagerTest, UnloadWaitsForTheLastUser) {
+  ModelManager m(&env_, Options(2, 0));
+  auto held = m.Acquire("a");
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> unloaded{false};
+  std::thread t([&] {
+    EXPECT_TRUE(m.Unload("a").ok());
+    unloaded = true;
+  });
+  Env::Default()->SleepMicros(100000);
+  EXPECT_FALSE(unloaded.load());
+  held = Status::Internal("released");
+  t.join();
+  EXPECT_TRUE(unloaded.load());
+  EXPECT_FALSE(Loaded(m, "a"));
+}
+
+}  // namespace
+}  // namespace mx::server

@@ -1,0 +1,84 @@
+#include "server/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace mx::server {
+
+const std::vector<SettingSpec>& ServerSettings() {
+  static const std::vector<SettingSpec> kSettings = {
+      {"MATRICXON_HOST", "host", "127.0.0.1", "address to listen on"},
+      {"MATRICXON_PORT", "port", "8080", "port to listen on (0: any free port; 0..65535)"},
+      {"MATRICXON_MODELS_DIR", "models-dir", "./data/models",
+       "GGUF files served; a model's name is its file name without .gguf"},
+      {"MATRICXON_THREADS", "threads", "physical cores", "compute threads per loaded model (1..1024)"},
+      {"MATRICXON_CTX_SIZE", "ctx-size", "model's, capped at 8192", "context window per chat (0 = model's; 0..4194304)"},
+      {"MATRICXON_PARALLEL", "parallel", "4", "chats decoded at once per model (1..256)"},
+      {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
+      {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
+      {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
+  };
+  return kSettings;
+}
+
+namespace {
+
+Result<int64_t> ParseRange(const std::string& name, const std::string& value, int64_t min, int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || end == nullptr || *end != '\0' || errno != 0 || v < min || v > max) {
+    return Status::InvalidArgument(name + "='" + value + "': expected an integer in [" + std::to_string(min) +
+                                   ", " + std::to_string(max) + "]");
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+Result<ServerOptions> LoadServerOptions(
+    const std::map<std::string, std::string>& flags,
+    const std::function<std::optional<std::string>(const std::string&)>& getenv) {
+  ServerOptions o;
+  for (const SettingSpec& s : ServerSettings()) {
+    std::optional<std::string> value;
+    std::string name;
+    if (auto it = flags.find(s.flag); it != flags.end()) {
+      value = it->second;
+      name = "--" + s.flag;
+    } else if (auto env = getenv(s.env)) {
+      value = *env;
+      name = s.env;
+    }
+    if (!value) continue;
+    const std::string& v = *value;
+    if (s.flag == "host") {
+      if (v.empty()) return Status::InvalidArgument(name + " is empty: expected an address such as 127.0.0.1");
+      o.host = v;
+    } else if (s.flag == "port") {
+      MX_ASSIGN_OR_RETURN(int64_t p, ParseRange(name, v, 0, 65535));
+      o.port = static_cast<int>(p);
+    } else if (s.flag == "models-dir") {
+      if (v.empty()) return Status::InvalidArgument(name + " is empty: expected a folder");
+      o.models_dir = v;
+    } else if (s.flag == "threads") {
+      MX_ASSIGN_OR_RETURN(int64_t t, ParseRange(name, v, 1, 1024));
+      o.threads = static_cast<int>(t);
+    } else if (s.flag == "ctx-size") {
+      MX_ASSIGN_OR_RETURN(o.ctx_size, ParseRange(name, v, 0, int64_t{1} << 22));
+    } else if (s.flag == "parallel") {
+      MX_ASSIGN_OR_RETURN(int64_t p, ParseRange(name, v, 1, 256));
+      o.parallel = static_cast<int>(p);
+    } else if (s.flag == "max-loaded-models") {
+      MX_ASSIGN_OR_RETURN(int64_t m, ParseRange(name, v, 1, 64));
+      o.max_loaded_models = static_cast<int>(m);
+    } else if (s.flag == "keep-alive-s") {
+      MX_ASSIGN_OR_RETURN(o.keep_alive_s, ParseRange(name, v, 0, 31536000));
+    } else if (s.flag == "admin-token") {
+      o.admin_token = v;
+    }
+  }
+  return o;
+}
+
+}  // namespace mx::server

@@ -1,0 +1,46 @@
+// ServerOptions: every knob of `matricxon serve`, read in ONE place. Each
+// setting is an environment variable (SPEC §9) and a `serve` flag of the
+// same meaning; a flag wins over the variable, the variable over the default.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mx::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string models_dir = "./data/models";
+  int threads = 0;            // 0: physical cores
+  int64_t ctx_size = 0;       // 0: the model's, capped at 8192
+  int parallel = 4;
+  int max_loaded_models = 2;
+  int64_t keep_alive_s = 1800;
+  std::string admin_token;    // empty: admin routes are open
+  size_t max_body_bytes = 8u << 20;
+};
+
+// One row of the settings table.
+struct SettingSpec {
+  std::string env;    // MATRICXON_PORT
+  std::string flag;   // port
+  std::string default_text;
+  std::string help;
+};
+const std::vector<SettingSpec>& ServerSettings();
+
+// Builds the options from `flags` (flag name -> value, only flags given) and
+// `getenv` (nullopt when unset). InvalidArgument naming the variable (or
+// flag) and the allowed range when a value is bad.
+Result<ServerOptions> LoadServerOptions(
+    const std::map<std::string, std::string>& flags,
+    const std::function<std::optional<std::string>(const std::string&)>& getenv);
+
+}  // namespace mx::server

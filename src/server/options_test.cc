@@ -1,0 +1,48 @@
+#include "server/options.h"
+
+#include <gtest/gtest.h>
+
+namespace mx::server {
+namespace {
+
+Result<ServerOptions> Load(std::map<std::string, std::string> flags, std::map<std::string, std::string> env) {
+  return LoadServerOptions(flags, [&](const std::string& k) -> std::optional<std::string> {
+    auto it = env.find(k);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+TEST(OptionsTest, Defaults) {
+  auto o = Load({}, {});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->host, "127.0.0.1");
+  EXPECT_EQ(o->port, 8080);
+  EXPECT_EQ(o->models_dir, "./data/models");
+  EXPECT_EQ(o->parallel, 4);
+  EXPECT_EQ(o->max_loaded_models, 2);
+  EXPECT_EQ(o->keep_alive_s, 1800);
+  EXPECT_TRUE(o->admin_token.empty());
+}
+
+TEST(OptionsTest, EnvironmentAndFlags) {
+  auto o = Load({{"port", "0"}}, {{"MATRICXON_PORT", "9000"}, {"MATRICXON_PARALLEL", "8"},
+                                  {"MATRICXON_ADMIN_TOKEN", "s3cret"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->port, 0);  // the flag wins
+  EXPECT_EQ(o->parallel, 8);
+  EXPECT_EQ(o->admin_token, "s3cret");
+}
+
+TEST(OptionsTest, BadValueNamesVariableAndRange) {
+  auto o = Load({}, {{"MATRICXON_PARALLEL", "zero"}});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("MATRICXON_PARALLEL"), std::string::npos);
+  EXPECT_NE(o.status().message().find("[1, 256]"), std::string::npos);
+  auto p = Load({{"port", "70000"}}, {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--port"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mx::server

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs openai_client.mjs (the official `openai` npm package) against a real
+# `matricxon serve` on port 0. Usage: run_openai_client.sh <matricxon> <work dir>
+# Installs the package into <work dir>/node_modules when it is missing.
+set -euo pipefail
+BIN="$1"
+WORK="$2"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+mkdir -p "$WORK"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "node/npm not installed: skipping"; exit 77
+fi
+if [ ! -d "$WORK/node_modules/openai" ]; then
+  (cd "$WORK" && { [ -f package.json ] || echo '{"private":true,"type":"module"}' > package.json; } \
+     && npm install --no-audit --no-fund --silent openai@4) || { echo "npm install failed: skipping"; exit 77; }
+fi
+cp "$HERE/openai_client.mjs" "$WORK/openai_client.mjs"
+TMP="$(mktemp -d)"
+mkdir -p "$TMP/models"
+"$BIN" make-model --out "$TMP/models/tiny.gguf" --quiet
+MATRICXON_MODELS_DIR="$TMP/models" "$BIN" serve --port 0 --threads 1 > "$TMP/server.log" 2>&1 &
+PID=$!
+cleanup() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+PORT=""
+for _ in $(seq 1 300); do
+  PORT="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/server.log" | grep -o '[0-9]*$' || true)"
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+[ -n "$PORT" ] || { echo "server did not start:"; cat "$TMP/server.log"; exit 1; }
+node "$WORK/openai_client.mjs" "http://127.0.0.1:$PORT/v1" tiny

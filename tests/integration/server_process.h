@@ -1,0 +1,94 @@
+// ServerProcess: runs the real `matricxon serve` binary on port 0 for
+// integration tests, finds its port in the log line
+// "listening on http://127.0.0.1:PORT", and stops it with a signal.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mx::testing {
+
+inline std::string BinaryPath() { return std::string(MATRICXON_BINARY_DIR) + "/matricxon"; }
+
+class ServerProcess {
+ public:
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // Starts `matricxon serve --port 0 <args>` with `env` added; waits for the
+  // listening line. False (with the log in *error) when it does not come.
+  bool Start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+             const std::string& log_path, std::string* error) {
+    log_path_ = log_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* log = std::fopen(log_path.c_str(), "w");
+      if (log != nullptr) {
+        dup2(fileno(log), STDERR_FILENO);
+        dup2(fileno(log), STDOUT_FILENO);
+      }
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<std::string> argv_s = {BinaryPath(), "serve", "--port", "0"};
+      argv_s.insert(argv_s.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : argv_s) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const std::string marker = "listening on http://127.0.0.1:";
+    for (int i = 0; i < 300; ++i) {
+      std::string log = Log();
+      if (auto p = log.find(marker); p != std::string::npos) {
+        port_ = std::atoi(log.c_str() + p + marker.size());
+        if (port_ > 0) return true;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        *error = "server exited at start-up: " + log;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    *error = "no listening line in 15 s: " + Log();
+    return false;
+  }
+
+  // Sends `sig` and waits; returns the raw wait status.
+  int StopWith(int sig) {
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  std::string Log() const {
+    std::ifstream f(log_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_path_;
+};
+
+}  // namespace mx::testing
