@@ -17,8 +17,10 @@ namespace {
 
 const std::string kBinary = std::string(MATRICXON_BINARY_DIR) + "/matricxon";
 
+// One folder per test: ctest runs the tests of this binary as parallel processes.
 std::string TempDir() {
-  std::string dir = ::testing::TempDir() + "/mx_cli_test";
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = ::testing::TempDir() + "/mx_cli_test/" + info->test_suite_name() + "." + info->name();
   EXPECT_TRUE(Env::Default()->CreateDirs(dir).ok());
   return dir;
 }

@@ -50,13 +50,18 @@ void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
 
 void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
   if (n_tasks <= 0) return;
-  if (n_threads_ == 1 || n_tasks == 1) {
+  // Task indices live in the low 32 bits of the counter (0xffffffff = closed).
+  if (n_threads_ == 1 || n_tasks == 1 || n_tasks >= 0xffffffffLL) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
   const uint32_t generation = ++generation_;
-  n_tasks_.store(n_tasks, std::memory_order_relaxed);
-  fn_.store(&fn, std::memory_order_relaxed);
+  // Close the counter before touching the job's parameters: a worker that
+  // still holds a counter value of the previous job and then reads the new
+  // parameters can no longer claim anything with it (its CAS must fail).
+  counter_.store((static_cast<uint64_t>(generation) << 32) | 0xffffffffu, std::memory_order_seq_cst);
+  n_tasks_.store(n_tasks, std::memory_order_release);
+  fn_.store(&fn, std::memory_order_release);
   done_.store(0, std::memory_order_relaxed);
   counter_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {

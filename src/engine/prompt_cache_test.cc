@@ -149,7 +149,9 @@ TEST_P(PromptCacheTest, RandomChatsGiveTheSameGreedyRepliesWithAndWithoutThePool
   }
   // Without snapshots (a later issue) a hybrid state is only reused by exact continuations.
   EXPECT_GT(reused_requests, recurrent ? 8 : 15);
-  if (!recurrent) EXPECT_GT(copies, 0);
+  if (!recurrent) {
+    EXPECT_GT(copies, 0);
+  }
   EXPECT_GT(cache.pool().counters().evictions, 0u);
 }
 
