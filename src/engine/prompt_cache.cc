@@ -7,7 +7,6 @@ cache::RamPoolOptions PoolOptions(const PromptCacheOptions& o, bool recurrent) {
   cache::RamPoolOptions p;
   p.limits.max_entries = static_cast<size_t>(o.slots);
   p.limits.budget_bytes = static_cast<size_t>(o.budget_bytes);
-  p.lookup.max_truncate_tail = o.max_truncate_tail;
   p.lookup.recurrent = recurrent;
   return p;
 }
@@ -58,8 +57,8 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
   return t;
 }
 
-void PromptCache::Finish(CacheTicket ticket, std::vector<int32_t> tokens) {
-  if (ticket.lease_.valid()) ticket.lease_.Commit(std::move(tokens));
+void PromptCache::Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len) {
+  if (ticket.lease_.valid()) ticket.lease_.Commit(std::move(tokens), prompt_len);
 }
 
 void PromptCache::Abandon(CacheTicket ticket) {

@@ -36,7 +36,6 @@ using SequencePool = cache::RamPool<models::SequenceState, SequenceTraits>;
 struct PromptCacheOptions {
   int64_t slots = 4;                       // MATRICXON_PROMPT_CACHE_SLOTS (1..64)
   uint64_t budget_bytes = uint64_t{2048} << 20;  // MATRICXON_PROMPT_CACHE_BUDGET_MB
-  int64_t max_truncate_tail = 1024;
 };
 
 // One request's hold on a state: either a pool lease (cache on) or a private
@@ -64,9 +63,10 @@ class PromptCache {
   // Picks the state for `prompt`. With use_cache false or images in the
   // prompt, the pool is neither read nor changed.
   Result<CacheTicket> Start(std::span<const int32_t> prompt, bool use_cache, bool has_images);
-  // The request is over and the state holds exactly `tokens` (prompt +
-  // reply). A pooled state goes back to the pool; a private one is freed.
-  void Finish(CacheTicket ticket, std::vector<int32_t> tokens);
+  // The request is over and the state holds exactly `tokens`: its prompt's
+  // first `prompt_len` tokens, then the reply. A pooled state goes back to
+  // the pool; a private one is freed.
+  void Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len);
   // The request failed: a pooled entry is dropped (its state may be partial).
   void Abandon(CacheTicket ticket);
 

@@ -67,7 +67,6 @@ TEST_P(PromptCacheTest, RandomChatsGiveTheSameGreedyRepliesWithAndWithoutThePool
   PromptCacheOptions options;
   options.slots = 3;
   options.budget_bytes = 60 * runner_->layout()->kv_bytes_per_token() + runner_->layout()->recurrent_bytes() * 3;
-  options.max_truncate_tail = 16;
   PromptCache cache(*runner_, options, Env::Default());
   const bool recurrent = runner_->layout()->n_recurrent > 0;
 
@@ -144,7 +143,7 @@ TEST_P(PromptCacheTest, RandomChatsGiveTheSameGreedyRepliesWithAndWithoutThePool
       // The chat's next prompt carries the whole reply.
       chats[chat_of[r]] = held;
       chats[chat_of[r]].push_back(cached[r].back());
-      cache.Finish(std::move(tickets[r]), held);
+      cache.Finish(std::move(tickets[r]), held, static_cast<int64_t>(prompts[r].size()));
     }
   }
   // Without snapshots (a later issue) a hybrid state is only reused by exact continuations.
@@ -162,7 +161,7 @@ TEST_P(PromptCacheTest, CacheOffLeavesThePoolUntouched) {
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE(t->pooled());
   EXPECT_NE(t->log_line().find("cache_prompt: false"), std::string::npos);
-  cache.Finish(std::move(t).value(), {});
+  cache.Finish(std::move(t).value(), {}, 0);
   EXPECT_TRUE(cache.pool().Stats().empty());
   auto img = cache.Start(prompt, true, /*has_images=*/true);
   ASSERT_TRUE(img.ok());
@@ -177,7 +176,7 @@ TEST_P(PromptCacheTest, LogLinesSayWhatWasReused) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->log_line(), "re-reading the entire chat (8 tokens): RAM holds no conversations");
   Generate({&t->state()}, {p1}, {0}, 1);
-  cache.Finish(std::move(t).value(), p1);
+  cache.Finish(std::move(t).value(), p1, 8);
   std::vector<int32_t> p2 = p1;
   p2.push_back(99);
   auto t2 = cache.Start(p2, true, false);

@@ -42,7 +42,8 @@ void GenStream::Push(GenEvent event) {
 struct Scheduler::Slot {
   GenRequest request;
   std::shared_ptr<GenStream> stream;
-  std::unique_ptr<models::SequenceState> seq;
+  CacheTicket ticket;                 // the state, from the prompt cache
+  models::SequenceState* seq = nullptr;  // = &ticket.state() once started
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<TextStream> text;
   std::vector<int32_t> history;  // prompt + generated tokens
@@ -67,6 +68,7 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
                      std::unique_ptr<models::Runner> runner)
     : model_(model), options_(options), env_(env), runner_(std::move(runner)) {
   if (options_.prompt_chunk < 1) options_.prompt_chunk = 256;
+  cache_ = std::make_unique<PromptCache>(*runner_, options_.cache, env_);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -130,12 +132,12 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
   return stream;
 }
 
-std::pair<std::unique_ptr<models::SequenceState>, int64_t> Scheduler::StartingState(const GenRequest& request) {
-  // Prompt-cache seam: a cache lookup will return a matching state and the
-  // number of prompt tokens it holds. Until then every chat starts fresh.
-  MX_LOG(kInfo) << "model " << options_.model_name << ": re-reading the entire chat (" << request.prompt.size()
-                << " tokens): the prompt cache is not built yet";
-  return {runner_->NewSequence(), 0};
+Status Scheduler::StartSlot(Slot& s) {
+  MX_ASSIGN_OR_RETURN(s.ticket, cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images));
+  s.seq = &s.ticket.state();
+  s.cached = s.ticket.n_reused();
+  MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line();
+  return Status::Ok();
 }
 
 void Scheduler::Finish(Slot& s, std::string reason, Status status) {
@@ -149,6 +151,18 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   ev.completion_tokens = s.generated;
   s.stream->Push(std::move(ev));
   s.done = true;
+  // Hand the state back: it holds exactly the first n_tokens() of history
+  // (the last sampled token is never read). A failed forward pass may have
+  // left it half-written, so then it is dropped.
+  if (s.seq != nullptr) {
+    if (forward_failed_) {
+      cache_->Abandon(std::move(s.ticket));
+    } else {
+      std::vector<int32_t> held(s.history.begin(), s.history.begin() + s.seq->n_tokens());
+      cache_->Finish(std::move(s.ticket), std::move(held), static_cast<int64_t>(s.request.prompt.size()));
+    }
+    s.seq = nullptr;
+  }
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
@@ -204,10 +218,12 @@ void Scheduler::Loop() {
         continue;
       }
       if (!s->seq) {
-        auto [seq, cached] = StartingState(s->request);
-        s->seq = std::move(seq);
-        s->cached = cached;
-        s->n_read = static_cast<size_t>(cached);
+        if (Status st = StartSlot(*s); !st.ok()) {
+          MX_LOG(kError) << "model " << options_.model_name << ": prompt cache: " << st.ToString();
+          Finish(*s, "error", st);
+          continue;
+        }
+        s->n_read = static_cast<size_t>(s->cached);
         s->sampler = std::make_unique<Sampler>(s->request.sampling);
         s->text = std::make_unique<TextStream>(s->request.stop);
         s->history = s->request.prompt;
@@ -226,7 +242,7 @@ void Scheduler::Loop() {
     wants.clear();
     for (auto& s : slots) {
       if (!s->reading() && s->next_token >= 0) {
-        batch.push_back({s->seq.get(), s->next_token, true});
+        batch.push_back({s->seq, s->next_token, true});
         wants.push_back(s.get());
       }
     }
@@ -234,7 +250,7 @@ void Scheduler::Loop() {
     for (auto& s : slots) {
       while (budget > 0 && s->reading()) {
         const bool last = s->n_read + 1 == s->request.prompt.size();
-        batch.push_back({s->seq.get(), s->request.prompt[s->n_read], last});
+        batch.push_back({s->seq, s->request.prompt[s->n_read], last});
         if (last) wants.push_back(s.get());
         ++s->n_read;
         --budget;
@@ -243,7 +259,9 @@ void Scheduler::Loop() {
     Status st = runner_->Forward(batch, &logits);
     if (!st.ok()) {
       MX_LOG(kError) << "model " << options_.model_name << ": forward pass failed: " << st.ToString();
+      forward_failed_ = true;
       for (auto& s : slots) Finish(*s, "error", st.WithContext("forward pass"));
+      forward_failed_ = false;
       slots.clear();
       continue;
     }

@@ -8,8 +8,9 @@
 // context, or cancellation (GenStream::Cancel, e.g. the client went away);
 // its slot is freed at once for the next request.
 //
-// Every request gets a fresh SequenceState today (see StartingState(): the
-// seam where the prompt cache will pick a cached starting state).
+// A request starts from the state the model's prompt cache picks (the
+// cached chat sharing the longest start, SPEC §2) and reads only the rest of
+// its prompt; when it ends, its state goes back to the pool.
 //
 //   auto stream = scheduler->Submit(std::move(request));
 //   GenEvent ev;
@@ -31,6 +32,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/loaded_model.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "models/runner.h"
 
@@ -42,6 +44,7 @@ struct SchedulerOptions {
   int n_parallel = 4;          // sequences decoded at once
   int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
   std::string model_name;      // for log lines
+  PromptCacheOptions cache;    // the RAM pool of cached conversations
 };
 
 // One generated token, or the end of the reply (final = true).
@@ -66,6 +69,8 @@ struct GenRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool cache_prompt = true;  // false: read the whole prompt, leave the pool untouched
+  bool has_images = false;   // image prompts never match a cached chat
 };
 
 // The receiving end of one request. Events are queued by the compute loop and
@@ -109,16 +114,17 @@ class Scheduler {
   // Requests decoding or reading now / waiting for a slot.
   int active() const;
   int queued() const;
+  // The model's RAM pool (stats and counters are thread-safe).
+  const PromptCache& prompt_cache() const { return *cache_; }
 
  private:
   struct Slot;
   Scheduler(const LoadedModel& model, const SchedulerOptions& options, Env* env,
             std::unique_ptr<models::Runner> runner);
   void Loop();
-  // The prompt-cache seam: the state a new request starts from and how many
-  // of its prompt tokens that state already holds. Today always a fresh state
-  // and 0.
-  std::pair<std::unique_ptr<models::SequenceState>, int64_t> StartingState(const GenRequest& request);
+  // Picks the slot's starting state from the prompt cache and logs what the
+  // cache did (SPEC §8).
+  Status StartSlot(Slot& s);
   // Handles the logits for slot `s` (its next token): samples, streams, ends.
   void OnLogits(Slot& s, std::span<const float> logits);
   void Finish(Slot& s, std::string reason, Status status);
@@ -127,6 +133,8 @@ class Scheduler {
   SchedulerOptions options_;
   Env* env_;
   std::unique_ptr<models::Runner> runner_;
+  std::unique_ptr<PromptCache> cache_;  // used by the compute thread only (stats: any thread)
+  bool forward_failed_ = false;         // compute thread only
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

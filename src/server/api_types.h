@@ -27,6 +27,7 @@ struct GenerationFields {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool cache_prompt = true;    // llama.cpp server's switch: false = read everything, pool untouched
 };
 
 struct ChatRequest {

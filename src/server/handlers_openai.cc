@@ -38,6 +38,7 @@ struct Reply {
     }
     if (ev.final) {
       ctx->metrics->CountPromptTokens(ev.prompt_tokens - ev.cached_tokens);
+      ctx->metrics->CountReusedTokens(ev.cached_tokens);
       ctx->metrics->CountGenerated(ev.completion_tokens);
     }
   }
@@ -256,6 +257,7 @@ engine::GenRequest BaseRequest(const GenerationFields& g) {
   gr.sampling = g.sampling;
   gr.max_tokens = g.max_tokens.value_or(INT64_MAX);
   gr.stop = g.stop;
+  gr.cache_prompt = g.cache_prompt;
   return gr;
 }
 

@@ -55,7 +55,7 @@ void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
                      [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); }});
   routes->push_back({"GET", "/metrics", "Prometheus counters and the time-to-first-token histogram", false,
                      [ctx](const httplib::Request&, httplib::Response& res) {
-                       res.set_content(ctx->metrics->Render(), "text/plain; version=0.0.4");
+                       res.set_content(ctx->metrics->Render() + RenderCacheMetrics(ctx), "text/plain; version=0.0.4");
                      }});
   // The route table itself (help text), built lazily from the routes vector.
   routes->push_back({"GET", "/api/routes", "this table: method, path, help, mutates", false,

@@ -16,6 +16,7 @@ class Metrics {
   void CountRequest() { requests_.fetch_add(1); }
   void CountPromptTokens(int64_t n) { prompt_tokens_.fetch_add(n); }
   void CountGenerated(int64_t n) { generated_.fetch_add(n); }
+  void CountReusedTokens(int64_t n) { reused_tokens_.fetch_add(n); }
   void ObserveTtft(double seconds);
   std::string Render() const;
 
@@ -23,6 +24,7 @@ class Metrics {
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> prompt_tokens_{0};
   std::atomic<int64_t> generated_{0};
+  std::atomic<int64_t> reused_tokens_{0};
   std::array<std::atomic<int64_t>, kTtftBuckets.size() + 1> ttft_counts_{};  // last: +Inf
   std::atomic<int64_t> ttft_sum_us_{0};
 };

@@ -20,6 +20,13 @@ ModelManager::ModelManager(Env* env, ModelManagerOptions options) : env_(env), o
 
 ModelManager::~ModelManager() { Shutdown(); }
 
+std::vector<std::shared_ptr<ServedModel>> ModelManager::Loaded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<ServedModel>> out;
+  for (const auto& [name, e] : loaded_) out.push_back(e.served);
+  return out;
+}
+
 Result<std::vector<ModelInfo>> ModelManager::List() {
   MX_ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.models_dir));
   std::vector<ModelInfo> out;

@@ -59,6 +59,8 @@ class ModelManager {
   // Unloads `name`, waiting until no request holds it. NotFound when it is
   // not a model of the folder; OK when it was not loaded.
   Status Unload(const std::string& name);
+  // The models loaded now (for stats; holding one delays its unload).
+  std::vector<std::shared_ptr<ServedModel>> Loaded();
   // Unloads models idle for longer than keep_alive_s (call periodically).
   void UnloadIdle();
   // Unloads everything (waits for replies in flight).

@@ -17,6 +17,9 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
       {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
       {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
+      {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4", "conversations kept in RAM per model (1..64)"},
+      {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
+       "RAM the cached conversations of a model may use together, MiB (1..16777216)"},
   };
   return kSettings;
 }
@@ -76,6 +79,11 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.keep_alive_s, ParseRange(name, v, 0, 31536000));
     } else if (s.flag == "admin-token") {
       o.admin_token = v;
+    } else if (s.flag == "prompt-cache-slots") {
+      MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 1, 64));
+      o.prompt_cache_slots = static_cast<int>(n);
+    } else if (s.flag == "prompt-cache-budget-mb") {
+      MX_ASSIGN_OR_RETURN(o.prompt_cache_budget_mb, ParseRange(name, v, 1, int64_t{1} << 24));
     }
   }
   return o;

@@ -25,6 +25,8 @@ struct ServerOptions {
   int64_t keep_alive_s = 1800;
   std::string admin_token;    // empty: admin routes are open
   size_t max_body_bytes = 8u << 20;
+  int prompt_cache_slots = 4;             // conversations kept in RAM per model
+  int64_t prompt_cache_budget_mb = 2048;  // RAM those conversations may use together
 };
 
 // One row of the settings table.

@@ -26,6 +26,8 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.n_threads = ctx_.options.threads > 0 ? ctx_.options.threads : PhysicalCoreCount();
   mo.scheduler.n_ctx = ctx_.options.ctx_size;
   mo.scheduler.n_parallel = ctx_.options.parallel;
+  mo.scheduler.cache.slots = ctx_.options.prompt_cache_slots;
+  mo.scheduler.cache.budget_bytes = static_cast<uint64_t>(ctx_.options.prompt_cache_budget_mb) << 20;
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();
   ctx_.metrics = &metrics_;
@@ -33,6 +35,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   AddOpenAiRoutes(&ctx_, &routes_);
   AddModelRoutes(&ctx_, &routes_);
   AddUtilityRoutes(&ctx_, &routes_);
+  AddCacheRoutes(&ctx_, &routes_);
 
   // Every pattern is registered for every method; Dispatch picks the route or
   // answers 405, so wrong methods never fall through to 404.

@@ -48,6 +48,8 @@ struct Route {
 void AddOpenAiRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_openai.cc
 void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handlers_models.cc
 void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes); // handlers_utility.cc
+void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handlers_cache.cc
+std::string RenderCacheMetrics(ServerContext* ctx);                    // handlers_cache.cc
 
 // Resolves a request's "model" field: empty means the only model of the
 // folder (InvalidArgument when there are several). NotFound when unknown.

@@ -78,7 +78,7 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
     plan.kind = ReuseKind::kCopyPrefix;
   } else if (tail == 0) {
     plan.kind = ReuseKind::kInPlace;
-  } else if (tail <= options.max_truncate_tail && 2 * tail <= entry_len) {
+  } else if (lcp >= best->prompt_len) {
     plan.kind = ReuseKind::kTruncateInPlace;
   } else {
     plan.kind = ReuseKind::kCopyPrefix;

@@ -16,6 +16,7 @@ namespace mx::cache {
 struct EntryInfo {
   uint64_t id = 0;
   std::span<const int32_t> tokens;  // tokens whose state the entry holds
+  int64_t prompt_len = 0;           // how many of them came from a prompt; the rest were generated
   size_t bytes = 0;                 // the state's exact size
   uint64_t last_used = 0;           // larger = more recent
   bool in_use = false;              // a request is reading or extending it now
@@ -24,17 +25,12 @@ struct EntryInfo {
 enum class ReuseKind {
   kNone,             // start from an empty state
   kInPlace,          // continue the entry itself: all its tokens start the prompt
-  kTruncateInPlace,  // cut the entry's short unmatched tail, then continue it
+  kTruncateInPlace,  // the same chat again (its last reply differs): cut, then continue it
   kCopyPrefix,       // copy the shared start into a new entry; the original stays
 };
 const char* ReuseKindName(ReuseKind kind);
 
 struct LookupOptions {
-  // Truncate in place only when the unmatched tail is at most this many
-  // tokens and at most half of the entry (a regenerated or edited last
-  // reply); otherwise copy the shared start and keep the entry whole, since
-  // another chat may still continue it.
-  int64_t max_truncate_tail = 1024;
   // The state is recurrent (cannot be rewound or copied at an earlier
   // position): only an exact continuation of an entry can be reused.
   bool recurrent = false;
@@ -53,7 +49,12 @@ struct LookupPlan {
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
 
 // Picks the entry sharing the longest start with `prompt` (ties: most recently
-// used) and how to continue from it. At least one prompt token is always
+// used) and how to continue from it. The entry is cut and continued in place
+// when the prompt leaves it inside the part it generated itself (its last
+// reply: a regenerated reply, or a reply whose text re-tokenizes differently)
+// — that is the same chat going on. A prompt that leaves it inside its
+// prompt part (another chat with the same start, an edited message) gets a
+// copy of the shared start, and the entry stays whole for its own chat. At least one prompt token is always
 // left to read, so that the reply has logits to start from.
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options);

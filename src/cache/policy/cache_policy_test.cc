@@ -37,7 +37,7 @@ TEST(PlanLookupTest, EmptyPoolSaysSo) {
 
 TEST(PlanLookupTest, NothingSharedSaysSo) {
   auto held = Seq(100, 120), prompt = Seq(0, 10);
-  std::vector<EntryInfo> e = {{1, held, 10, 1, false}};
+  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 10, 1, false}};
   LookupPlan p = PlanLookup(e, prompt, {});
   EXPECT_EQ(p.kind, ReuseKind::kNone);
   EXPECT_EQ(p.why_none, "no cached chat shares a start with this prompt");
@@ -45,7 +45,7 @@ TEST(PlanLookupTest, NothingSharedSaysSo) {
 
 TEST(PlanLookupTest, LongestStartWinsThenMostRecent) {
   auto a = Seq(0, 5), b = Seq(0, 8), c = Seq(0, 8), prompt = Seq(0, 20);
-  std::vector<EntryInfo> e = {{1, a, 1, 9, false}, {2, b, 1, 3, false}, {3, c, 1, 4, false}};
+  std::vector<EntryInfo> e = {{1, a, static_cast<int64_t>(a.size()), 1, 9, false}, {2, b, static_cast<int64_t>(b.size()), 1, 3, false}, {3, c, static_cast<int64_t>(c.size()), 1, 4, false}};
   LookupPlan p = PlanLookup(e, prompt, {});
   EXPECT_EQ(p.entry_id, 3u);  // 8 tokens shared with 2 and 3; 3 was used later
   EXPECT_EQ(p.kind, ReuseKind::kInPlace);
@@ -54,31 +54,37 @@ TEST(PlanLookupTest, LongestStartWinsThenMostRecent) {
 
 TEST(PlanLookupTest, AlwaysLeavesOneTokenToRead) {
   auto held = Seq(0, 10), prompt = Seq(0, 10);
-  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
+  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 1, 1, false}};
   LookupPlan p = PlanLookup(e, prompt, {});
   EXPECT_EQ(p.n_reuse, 9);
   EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
 }
 
-TEST(PlanLookupTest, ShortTailTruncatesLongTailCopies) {
-  auto held = Seq(0, 100);
-  auto regen = Seq(0, 90);  // last 10 tokens were the reply being regenerated
-  regen.push_back(-1);
-  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
-  EXPECT_EQ(PlanLookup(e, regen, {}).kind, ReuseKind::kTruncateInPlace);
-  auto other = Seq(0, 30);  // shares only the first 30 of 100: keep the entry whole
-  other.push_back(-1);
-  LookupPlan p = PlanLookup(e, other, {});
+TEST(PlanLookupTest, DivergingInTheReplyTruncatesInThePromptCopies) {
+  auto held = Seq(0, 100);  // 90 prompt tokens, then a 10-token reply
+  std::vector<EntryInfo> e = {{1, held, 90, 1, 1, false}};
+  auto regen = Seq(0, 90);  // the same prompt again: the reply is regenerated
+  LookupPlan p = PlanLookup(e, regen, {});
+  EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
+  EXPECT_EQ(p.n_reuse, 89);
+  auto retokenized = Seq(0, 95);  // the next turn, whose copy of the reply re-tokenized differently
+  retokenized.push_back(-1);
+  p = PlanLookup(e, retokenized, {});
+  EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
+  EXPECT_EQ(p.n_reuse, 95);
+  auto edited = Seq(0, 80);  // the last user message was edited: keep the entry, copy the start
+  edited.push_back(-1);
+  p = PlanLookup(e, edited, {});
   EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
-  EXPECT_EQ(p.n_reuse, 30);
-  LookupOptions tight;
-  tight.max_truncate_tail = 5;
-  EXPECT_EQ(PlanLookup(e, regen, tight).kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 80);
+  auto other = Seq(0, 30);  // another chat with the same start
+  other.push_back(-1);
+  EXPECT_EQ(PlanLookup(e, other, {}).kind, ReuseKind::kCopyPrefix);
 }
 
 TEST(PlanLookupTest, InUseEntryIsCopiedNeverTouched) {
   auto held = Seq(0, 10), prompt = Seq(0, 20);
-  std::vector<EntryInfo> e = {{1, held, 1, 1, true}};
+  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 1, 1, true}};
   LookupPlan p = PlanLookup(e, prompt, {});
   EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
   EXPECT_EQ(p.n_reuse, 10);
@@ -88,7 +94,7 @@ TEST(PlanLookupTest, RecurrentStateReusesOnlyExactContinuations) {
   LookupOptions rec;
   rec.recurrent = true;
   auto held = Seq(0, 10);
-  std::vector<EntryInfo> e = {{1, held, 1, 1, false}};
+  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 1, 1, false}};
   auto longer = Seq(0, 15);
   EXPECT_EQ(PlanLookup(e, longer, rec).kind, ReuseKind::kInPlace);
   auto edited = Seq(0, 8);
@@ -99,13 +105,13 @@ TEST(PlanLookupTest, RecurrentStateReusesOnlyExactContinuations) {
 }
 
 TEST(PlanEvictionTest, LeastRecentlyUsedLeavesFirst) {
-  std::vector<EntryInfo> e = {{1, {}, 10, 5, false}, {2, {}, 10, 1, false}, {3, {}, 10, 3, false}};
+  std::vector<EntryInfo> e = {{1, {}, 0, 10, 5, false}, {2, {}, 0, 10, 1, false}, {3, {}, 0, 10, 3, false}};
   EXPECT_EQ(PlanEviction(e, {.max_entries = 2, .budget_bytes = 1000}, 0), std::vector<uint64_t>{2});
   EXPECT_EQ(PlanEviction(e, {.max_entries = 3, .budget_bytes = 15}, 0), (std::vector<uint64_t>{2, 3}));
 }
 
 TEST(PlanEvictionTest, InUseAndKeptEntriesStay) {
-  std::vector<EntryInfo> e = {{1, {}, 10, 1, true}, {2, {}, 10, 2, false}, {3, {}, 500, 3, false}};
+  std::vector<EntryInfo> e = {{1, {}, 0, 10, 1, true}, {2, {}, 0, 10, 2, false}, {3, {}, 0, 500, 3, false}};
   // Entry 3 alone is over the budget: it stays (it was just written), 2 leaves, 1 is in use.
   EXPECT_EQ(PlanEviction(e, {.max_entries = 4, .budget_bytes = 100}, 3), std::vector<uint64_t>{2});
 }

@@ -86,13 +86,15 @@ class RamPool {
     const LookupPlan& plan() const { return plan_; }
     uint64_t entry_id() const { return id_; }
 
-    // The state now holds exactly `tokens`: record them, unpin the entry and
-    // bring the pool back within its limits (this entry always stays).
-    void Commit(std::vector<int32_t> tokens) {
+    // The state now holds exactly `tokens`, of which the first `prompt_len`
+    // came from the request's prompt and the rest were generated: record
+    // them, unpin the entry and bring the pool back within its limits (this
+    // entry always stays).
+    void Commit(std::vector<int32_t> tokens, int64_t prompt_len) {
       if (pool_ == nullptr) return;
       RamPool* pool = pool_;
       pool_ = nullptr;
-      pool->Commit(id_, std::move(tokens));
+      pool->Commit(id_, std::move(tokens), prompt_len);
     }
 
    private:
@@ -127,6 +129,7 @@ class RamPool {
         if (static_cast<int64_t>(target->tokens.size()) != plan.n_reuse) {
           MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
           target->tokens.resize(static_cast<size_t>(plan.n_reuse));
+          target->prompt_len = std::min(target->prompt_len, plan.n_reuse);
         }
       } else if (plan.kind == ReuseKind::kCopyPrefix) {
         const Entry& source = entries_.at(plan.entry_id);
@@ -195,6 +198,7 @@ class RamPool {
   struct Entry {
     uint64_t id = 0;
     std::vector<int32_t> tokens;
+    int64_t prompt_len = 0;
     std::unique_ptr<State> state;
     size_t bytes = 0;
     uint64_t tick = 0;  // recency order
@@ -205,7 +209,7 @@ class RamPool {
   std::vector<EntryInfo> InfosLocked() const {
     std::vector<EntryInfo> infos;
     infos.reserve(entries_.size());
-    for (const auto& [id, e] : entries_) infos.push_back({id, e.tokens, e.bytes, e.tick, e.in_use});
+    for (const auto& [id, e] : entries_) infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use});
     return infos;
   }
 
@@ -240,7 +244,7 @@ class RamPool {
     for (auto& [tokens, state] : evicted) on_evict_(std::move(tokens), std::move(state));
   }
 
-  void Commit(uint64_t id, std::vector<int32_t> tokens) {
+  void Commit(uint64_t id, std::vector<int32_t> tokens, int64_t prompt_len) {
     std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -248,6 +252,7 @@ class RamPool {
       if (it == entries_.end()) return;
       Entry& e = it->second;
       e.tokens = std::move(tokens);
+      e.prompt_len = std::min<int64_t>(prompt_len, static_cast<int64_t>(e.tokens.size()));
       e.bytes = Traits::Bytes(*e.state);
       e.in_use = false;
       Touch(e);

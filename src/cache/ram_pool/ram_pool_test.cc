@@ -39,14 +39,17 @@ class RamPoolTest : public ::testing::Test {
         [this](std::vector<int32_t> tokens, std::unique_ptr<FakeState>) { evicted_.push_back(tokens); });
   }
   // Simulates a request: acquire, "read" the rest of the prompt, commit.
-  LookupPlan Serve(Pool& pool, const std::vector<int32_t>& prompt) {
+  // `held` (default: the prompt) is what the state holds afterwards: the
+  // prompt followed by its reply.
+  LookupPlan Serve(Pool& pool, const std::vector<int32_t>& prompt, std::vector<int32_t> held = {}) {
+    if (held.empty()) held = prompt;
     auto lease = pool.Acquire(prompt);
     EXPECT_TRUE(lease.ok());
     LookupPlan plan = lease->plan();
     FakeState& s = lease->state();
     EXPECT_EQ(s.content, std::vector<int32_t>(prompt.begin(), prompt.begin() + lease->n_reused()));
-    s.content = prompt;
-    lease->Commit(prompt);
+    s.content = held;
+    lease->Commit(held, static_cast<int64_t>(prompt.size()));
     return plan;
   }
   uint64_t now_ = 0;
@@ -87,8 +90,7 @@ TEST_F(RamPoolTest, RegeneratedReplyReusesThePrompt) {
   auto pool = MakePool(4, 1 << 20);
   auto prompt = Seq(0, 50);
   auto with_reply = Seq(0, 60);
-  Serve(*pool, prompt);
-  Serve(*pool, with_reply);  // prompt + the reply it produced
+  Serve(*pool, prompt, with_reply);     // the prompt, then the 10-token reply it produced
   LookupPlan p = Serve(*pool, prompt);  // regenerate: the same prompt again
   EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
   EXPECT_EQ(p.n_reuse, 49);
@@ -107,9 +109,9 @@ TEST_F(RamPoolTest, BusyEntryGivesACopyAndIsNeverWrittenByTwo) {
   EXPECT_NE(first->entry_id(), second->entry_id());
   EXPECT_NE(&first->state(), &second->state());
   first->state().content = Seq(0, 40);
-  first->Commit(Seq(0, 40));
+  first->Commit(Seq(0, 40), 40);
   second->state().content = Seq(0, 45);
-  second->Commit(Seq(0, 45));
+  second->Commit(Seq(0, 45), 45);
   EXPECT_EQ(pool->Stats().size(), 2u);
 }
 
@@ -142,7 +144,7 @@ TEST_F(RamPoolTest, EntryInUseIsNeverEvicted) {
   bool found_held = false;
   for (const auto& s : pool->Stats()) found_held |= s.id == held->entry_id();
   EXPECT_TRUE(found_held);
-  held->Commit({});
+  held->Commit({}, 0);
 }
 
 TEST_F(RamPoolTest, AbandonedLeaseDropsItsEntry) {

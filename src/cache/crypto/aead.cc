@@ -1,0 +1,194 @@
+#include "cache/crypto/aead.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace mx::cache {
+namespace {
+
+constexpr std::string_view kKeyIdLabel = "matricxon prompt cache key id v1";
+constexpr std::string_view kFileKeyInfo = "matricxon prompt cache file key v1";
+
+std::string OpenSslError(const char* what) {
+  unsigned long e = ERR_get_error();
+  char buf[256] = "unknown error";
+  if (e != 0) ERR_error_string_n(e, buf, sizeof(buf));
+  ERR_clear_error();
+  return std::string(what) + ": " + buf;
+}
+
+struct CtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CtxFree>;
+
+// EVP lengths are ints: feed large buffers in pieces.
+constexpr size_t kMaxPiece = size_t{1} << 30;
+
+}  // namespace
+
+SecretKey::SecretKey(std::span<const uint8_t, kKeyBytes> bytes) {
+  std::memcpy(bytes_.data(), bytes.data(), kKeyBytes);
+}
+
+SecretKey::~SecretKey() { OPENSSL_cleanse(bytes_.data(), bytes_.size()); }
+
+bool SecretKey::operator==(const SecretKey& other) const {
+  return CRYPTO_memcmp(bytes_.data(), other.bytes_.data(), kKeyBytes) == 0;
+}
+
+KeyId ComputeKeyId(const SecretKey& key) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(kKeyBytes),
+       reinterpret_cast<const unsigned char*>(kKeyIdLabel.data()), kKeyIdLabel.size(), mac,
+       &mac_len);
+  KeyId id{};
+  std::memcpy(id.data(), mac, kKeyIdBytes);
+  return id;
+}
+
+Result<FileKey> DeriveFileKey(const SecretKey& master, std::span<const uint8_t> salt) {
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (kdf == nullptr) return Status::Internal(OpenSslError("EVP_KDF_fetch(HKDF)"));
+  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
+  EVP_KDF_free(kdf);
+  if (ctx == nullptr) return Status::Internal(OpenSslError("EVP_KDF_CTX_new"));
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(master.data()),
+                                        kKeyBytes),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()),
+                                        salt.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO,
+                                        const_cast<char*>(kFileKeyInfo.data()),
+                                        kFileKeyInfo.size()),
+      OSSL_PARAM_construct_end(),
+  };
+  uint8_t out[kKeyBytes + kNonceBytes];
+  int rc = EVP_KDF_derive(ctx, out, sizeof(out), params);
+  EVP_KDF_CTX_free(ctx);
+  if (rc != 1) return Status::Internal(OpenSslError("HKDF derive"));
+  FileKey fk;
+  std::memcpy(fk.key.mutable_data(), out, kKeyBytes);
+  std::memcpy(fk.nonce_base.data(), out + kKeyBytes, kNonceBytes);
+  OPENSSL_cleanse(out, sizeof(out));
+  return fk;
+}
+
+Nonce ChunkNonce(const FileKey& file_key, uint64_t chunk_index) {
+  Nonce n = file_key.nonce_base;
+  for (int i = 0; i < 8; ++i) n[4 + i] ^= static_cast<uint8_t>(chunk_index >> (8 * i));
+  return n;
+}
+
+Status Seal(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad,
+            std::span<const uint8_t> plaintext, uint8_t* out) {
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  if (!ctx) return Status::Internal(OpenSslError("EVP_CIPHER_CTX_new"));
+  if (EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce.data()) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM encrypt init"));
+  }
+  int len = 0;
+  for (size_t off = 0; off < aad.size(); off += kMaxPiece) {
+    size_t n = std::min(kMaxPiece, aad.size() - off);
+    if (EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data() + off, static_cast<int>(n)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM aad"));
+    }
+  }
+  size_t written = 0;
+  for (size_t off = 0; off < plaintext.size(); off += kMaxPiece) {
+    size_t n = std::min(kMaxPiece, plaintext.size() - off);
+    if (EVP_EncryptUpdate(ctx.get(), out + written, &len, plaintext.data() + off,
+                          static_cast<int>(n)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM encrypt"));
+    }
+    written += static_cast<size_t>(len);
+  }
+  if (EVP_EncryptFinal_ex(ctx.get(), out + written, &len) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM encrypt final"));
+  }
+  written += static_cast<size_t>(len);
+  if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
+                          out + written) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM get tag"));
+  }
+  return Status::Ok();
+}
+
+Status Open(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad,
+            std::span<const uint8_t> sealed, uint8_t* out) {
+  if (sealed.size() < kTagBytes) {
+    return Status::Corruption("sealed chunk of " + std::to_string(sealed.size()) +
+                              " bytes is shorter than its 16-byte tag");
+  }
+  const size_t ct_len = sealed.size() - kTagBytes;
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  if (!ctx) return Status::Internal(OpenSslError("EVP_CIPHER_CTX_new"));
+  if (EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce.data()) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM decrypt init"));
+  }
+  int len = 0;
+  for (size_t off = 0; off < aad.size(); off += kMaxPiece) {
+    size_t n = std::min(kMaxPiece, aad.size() - off);
+    if (EVP_DecryptUpdate(ctx.get(), nullptr, &len, aad.data() + off, static_cast<int>(n)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM aad"));
+    }
+  }
+  size_t written = 0;
+  for (size_t off = 0; off < ct_len; off += kMaxPiece) {
+    size_t n = std::min(kMaxPiece, ct_len - off);
+    if (EVP_DecryptUpdate(ctx.get(), out + written, &len, sealed.data() + off,
+                          static_cast<int>(n)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM decrypt"));
+    }
+    written += static_cast<size_t>(len);
+  }
+  if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
+                          const_cast<uint8_t*>(sealed.data() + ct_len)) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM set tag"));
+  }
+  if (EVP_DecryptFinal_ex(ctx.get(), out + written, &len) != 1) {
+    ERR_clear_error();
+    return Status::Corruption("AES-GCM tag mismatch");
+  }
+  return Status::Ok();
+}
+
+Result<SecretKey> DeriveKeyFromPassphrase(std::string_view passphrase) {
+  if (passphrase.empty()) return Status::InvalidArgument("empty cache key passphrase");
+  SecretKey key;
+  // Memory: 128 * N * r * p bytes = 32 MiB; allow twice that.
+  const uint64_t max_mem = 2 * 128 * kScryptN * kScryptR * kScryptP;
+  if (EVP_PBE_scrypt(passphrase.data(), passphrase.size(),
+                     reinterpret_cast<const unsigned char*>(kScryptSalt.data()), kScryptSalt.size(),
+                     kScryptN, kScryptR, kScryptP, max_mem, key.mutable_data(), kKeyBytes) != 1) {
+    return Status::Internal(OpenSslError("scrypt"));
+  }
+  return key;
+}
+
+std::string ToHex(std::span<const uint8_t> bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+}  // namespace mx::cache

@@ -1,0 +1,130 @@
+#include "cache/crypto/key_store.h"
+
+#include <openssl/crypto.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace mx::cache {
+namespace {
+
+std::string ModeString(uint32_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof(buf), "%04o", mode & 07777);
+  return buf;
+}
+
+// Reads and checks an existing key file. `retry` is set when the file is
+// shorter than a key, which is what a concurrent creator's file looks like
+// for a moment.
+Result<SecretKey> ReadKeyFile(Env* env, const std::string& path, const FileInfo& info,
+                              bool* retry) {
+  *retry = false;
+  if (!info.is_regular) return Status::InvalidArgument("key file " + path + " is not a regular file");
+  if ((info.mode & 077) != 0) {
+    return Status::InvalidArgument("key file " + path + " has mode " + ModeString(info.mode) +
+                                   ": it must not be readable by group or others (chmod 600 " +
+                                   path + ")");
+  }
+  MX_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+  if (bytes.size() != kKeyBytes) {
+    *retry = bytes.size() < kKeyBytes;
+    size_t n = bytes.size();
+    OPENSSL_cleanse(bytes.data(), bytes.size());
+    return Status::Corruption("key file " + path + " holds " + std::to_string(n) +
+                              " bytes, expected " + std::to_string(kKeyBytes));
+  }
+  SecretKey key(std::span<const uint8_t, kKeyBytes>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                     kKeyBytes));
+  OPENSSL_cleanse(bytes.data(), bytes.size());
+  return key;
+}
+
+// Creates the key file exclusively. Sets *exists when another process won
+// the race (the caller then reads that file).
+Result<SecretKey> CreateKeyFile(Env* env, const std::string& dir, const std::string& path,
+                                bool* exists) {
+  *exists = false;
+  SecretKey key;
+  MX_RETURN_IF_ERROR(env->RandomBytes(key.mutable_data(), kKeyBytes));
+  auto file = env->NewWritableFile(path, 0600, /*exclusive=*/true);
+  if (!file.ok()) {
+    *exists = env->FileExists(path);
+    return file.status();
+  }
+  Status st = file.value()->Append(
+      std::string_view(reinterpret_cast<const char*>(key.data()), kKeyBytes));
+  if (st.ok()) st = file.value()->Sync();
+  Status closed = file.value()->Close();
+  if (st.ok()) st = closed;
+  if (st.ok()) st = env->SyncDir(dir);
+  if (!st.ok()) {
+    env->RemoveFile(path);
+    return st.WithContext("writing key file " + path);
+  }
+  return key;
+}
+
+}  // namespace
+
+const char* KeySourceName(KeySource source) {
+  switch (source) {
+    case KeySource::kNone: return "none";
+    case KeySource::kGenerated: return "generated";
+    case KeySource::kPassphrase: return "passphrase";
+    case KeySource::kCluster: return "cluster";
+  }
+  return "none";
+}
+
+KeyStore KeyStore::FromKey(const SecretKey& key, KeySource source) {
+  KeyStore ks;
+  ks.source_ = source;
+  ks.key_ = key;
+  ks.key_id_ = ComputeKeyId(key);
+  return ks;
+}
+
+Result<KeyStore> KeyStore::Open(Env* env, const std::string& dir, const KeyStoreOptions& options) {
+  if (!options.passphrase.empty()) {
+    MX_ASSIGN_OR_RETURN(SecretKey key, DeriveKeyFromPassphrase(options.passphrase));
+    return FromKey(key, options.cluster_node ? KeySource::kCluster : KeySource::kPassphrase);
+  }
+  if (options.cluster_node) {
+    KeyStore off;
+    off.disabled_reason_ =
+        "saved caches are off: this is a cluster node (MATRICXON_CLUSTER_NODE=true) and "
+        "MATRICXON_CACHE_KEY is not set; a cluster node never creates its own key";
+    return off;
+  }
+
+  MX_RETURN_IF_ERROR(env->CreateDirs(dir, 0700));
+  const std::string path = JoinPath(dir, kKeyFileName);
+  // A few rounds cover a race with another process creating the same file.
+  Status last;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    Result<FileInfo> info = env->GetFileInfo(path);
+    if (info.ok()) {
+      bool retry = false;
+      Result<SecretKey> key = ReadKeyFile(env, path, info.value(), &retry);
+      if (key.ok()) return FromKey(key.value(), KeySource::kGenerated);
+      if (!retry) return key.status();
+      last = key.status();
+      env->SleepMicros(10000);
+      continue;
+    }
+    if (info.status().code() != Status::Code::kNotFound) return info.status();
+    bool exists = false;
+    Result<SecretKey> key = CreateKeyFile(env, dir, path, &exists);
+    if (key.ok()) {
+      KeyStore ks = FromKey(key.value(), KeySource::kGenerated);
+      ks.created_ = true;
+      return ks;
+    }
+    if (!exists) return key.status();
+    last = key.status();
+  }
+  return last;
+}
+
+}  // namespace mx::cache

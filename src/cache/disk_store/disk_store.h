@@ -1,0 +1,197 @@
+// DiskStore: saved prompt caches in one folder, each an AES-256-GCM sealed
+// file (docs/disk_cache_format.md, SPEC §5). The payload is opaque bytes
+// (SequenceState::Serialize()); the store never sees models or the engine.
+//
+// Only files this process wrote or that passed StartupCheck() are in the
+// index, and only indexed files are listed, matched or loaded; Load()
+// re-checks every chunk's tag anyway. Files that fail a check are deleted.
+// All I/O goes through the Env.
+//
+// Thread-safety: every method may be called from any thread. The index is
+// guarded by one mutex, held only for bookkeeping, never across file I/O or
+// decryption. StartupCheck() may run on a background thread while Save /
+// Find / Load serve requests. A ThreadPool passed to a call is used only for
+// that call; REQUIRES: nobody else runs ParallelFor on it meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/crypto/key_store.h"
+#include "cache/disk_store/disk_format.h"
+#include "cache/policy/disk_policy.h"
+#include "core/env.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace mx::cache {
+
+// Binds a saved cache to the exact model file and engine state layout.
+struct ModelBinding {
+  std::string model_fingerprint;      // content fingerprint of the GGUF file, 1..4096 bytes
+  uint64_t state_layout_fingerprint = 0;  // StateLayout::Fingerprint()
+  bool operator==(const ModelBinding&) const = default;
+};
+
+struct DiskStoreOptions {
+  DiskLimits limits;                       // budget and TTL (EnforceLimits)
+  uint32_t chunk_bytes = kDefaultChunkBytes;  // plaintext bytes per sealed chunk
+};
+
+// What the index knows of one verified file.
+struct SavedEntryInfo {
+  std::string id;            // 32 hex digits (the file is <id>.mxpc)
+  ModelBinding model;
+  uint64_t n_tokens = 0;
+  uint64_t tokens_hash = 0;  // HashTokens(tokens)
+  uint64_t file_bytes = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t created_us = 0;
+  uint64_t last_used_us = 0;
+};
+
+struct SaveMeta {
+  ModelBinding model;
+  uint64_t created_us = 0;    // 0: now
+  uint64_t last_used_us = 0;  // 0: now
+};
+
+// Result of FindLongestPrefix.
+struct PrefixMatch {
+  bool found = false;
+  SavedEntryInfo entry;         // when found
+  size_t common_prefix = 0;     // tokens shared with the prompt (> 0 when found)
+  std::string why_none;         // when !found, worded for the log (SPEC §8)
+  bool other_model = false;     // when !found: a file of another model shared a start
+};
+
+// A loaded entry. The payload is a view into `plaintext`.
+struct LoadedEntry {
+  SavedEntryInfo info;
+  std::vector<int32_t> tokens;
+  std::unique_ptr<char[]> plaintext;
+  size_t plaintext_bytes = 0;
+  size_t payload_offset = 0;
+  std::string_view payload() const {
+    return std::string_view(plaintext.get() + payload_offset, plaintext_bytes - payload_offset);
+  }
+};
+
+struct RemovalStats {
+  size_t files = 0;
+  uint64_t bytes = 0;
+};
+
+// Counts from StartupCheck, for one log line.
+struct StartupReport {
+  size_t files_ok = 0;
+  uint64_t bytes_ok = 0;
+  size_t removed_damaged = 0;      // bad magic, tag mismatch, truncated, renamed, ...
+  size_t removed_other_key = 0;    // sealed under another key
+  size_t removed_unsupported = 0;  // another format version
+  size_t removed_temporaries = 0;  // *.mxpc.tmp left by a crash
+  uint64_t removed_bytes = 0;
+  size_t ignored = 0;              // names that are not the store's (left alone)
+  size_t errors = 0;               // files that could not be read or removed (kept, not indexed)
+  // "12 saved caches ok (1.1 GB); removed 2 damaged, 0 from another key, ..."
+  std::string ToString() const;
+};
+
+class DiskStore {
+ public:
+  // Opens (creating with mode 0700) the cache folder `dir`. Nothing is read
+  // yet: call StartupCheck() (now or in the background) to index the files
+  // already there. InvalidArgument when `key` is not enabled() (its reason
+  // is in the message) or the options are out of range; IOError etc. when
+  // the folder cannot be created. `env` must outlive the store.
+  static Result<std::unique_ptr<DiskStore>> Open(Env* env, const std::string& dir,
+                                                 const KeyStore& key,
+                                                 const DiskStoreOptions& options);
+  ~DiskStore();
+
+  // Seals tokens + payload into a new file (temp -> fsync -> rename -> fsync
+  // folder) and indexes it. Errors: InvalidArgument (empty or over-long
+  // model fingerprint), ResourceExhausted (disk full, or the file alone is
+  // larger than the budget), IOError; on error no new file is left (no
+  // temporary, no half file) and older files are untouched. Does not evict:
+  // call EnforceLimits afterwards.
+  Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
+                              std::string_view payload, ThreadPool* pool = nullptr);
+
+  // Verified entries, most recently used first.
+  std::vector<SavedEntryInfo> List() const;
+
+  // The verified entry of `model` sharing the longest start with `tokens`
+  // (ties: most recently used). Entries of other models are never returned;
+  // when only they share a start, why_none says "the saved cache was made by
+  // another model". Memory only, no I/O.
+  PrefixMatch FindLongestPrefix(const ModelBinding& model, std::span<const int32_t> tokens) const;
+
+  // Reads `id`, opens every chunk (in parallel on `pool` when given) and
+  // returns tokens + payload; marks the entry used now. NotFound when `id`
+  // is not indexed; InvalidArgument when it belongs to another model;
+  // Corruption when a check fails (the file is then deleted and unindexed).
+  Result<LoadedEntry> Load(const std::string& id, const ModelBinding& model,
+                           ThreadPool* pool = nullptr);
+
+  // Deletes one saved file. NotFound when it neither is indexed nor exists.
+  Status Remove(const std::string& id);
+  // Deletes every saved file and temporary (not the key or the policy file).
+  Result<RemovalStats> Purge();
+  // Deletes expired files and, over budget, the least recently used
+  // (PlanDiskEviction). `now_us`: wall clock, µs since the epoch.
+  Result<RemovalStats> EnforceLimits(uint64_t now_us);
+  // New limits (runtime policy change); apply with EnforceLimits.
+  void SetLimits(const DiskLimits& limits);
+  DiskLimits limits() const;
+
+  // Checks every *.mxpc not yet indexed (all chunks), deletes failures and
+  // stale temporaries, indexes the rest. Safe to run while the store serves
+  // other calls; files being written by Save are never touched.
+  StartupReport StartupCheck(ThreadPool* pool = nullptr);
+  // True once a StartupCheck has finished.
+  bool checked() const;
+
+  uint64_t used_bytes() const;
+  size_t file_count() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  enum class Problem { kNone, kDamaged, kOtherKey, kUnsupported, kMissing, kIo };
+  struct Opened;
+  struct Entry {
+    SavedEntryInfo info;
+    std::vector<int32_t> tokens;
+  };
+
+  DiskStore(Env* env, std::string dir, const KeyStore& key, const DiskStoreOptions& options);
+  std::string PathOf(std::string_view name) const;
+  // Reads <id>.mxpc and checks every chunk; on failure sets *problem.
+  // keep_payload: return the whole plaintext (Load); otherwise only the
+  // metadata is kept and memory stays at a few chunks (StartupCheck).
+  Result<Opened> ReadVerified(const std::string& id, ThreadPool* pool, bool keep_payload,
+                              Problem* problem) const;
+  Status WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
+                     std::string_view payload, ThreadPool* pool, uint64_t* file_bytes);
+
+  Env* const env_;
+  const std::string dir_;
+  const SecretKey key_;
+  const KeyId key_id_;
+  const uint32_t chunk_bytes_;
+
+  mutable std::mutex mu_;
+  DiskLimits limits_;                    // guarded by mu_
+  std::map<std::string, Entry> index_;   // guarded by mu_; verified files only
+  std::set<std::string> writing_;        // guarded by mu_; ids whose temp file is being written
+  bool checked_ = false;                 // guarded by mu_
+};
+
+}  // namespace mx::cache

@@ -1,0 +1,73 @@
+// Prompt-cache routes: GET /api/cache (each loaded model's RAM pool: its
+// entries' sizes and times, never their tokens) and the cache gauges of
+// GET /metrics.
+#include <sstream>
+
+#include "server/http_util.h"
+#include "server/server.h"
+
+namespace mx::server {
+namespace {
+
+Json PoolJson(const ServedModel& m) {
+  const engine::SequencePool& pool = m.scheduler->prompt_cache().pool();
+  Json entries = Json::array();
+  size_t used = 0;
+  for (const cache::EntryStats& e : pool.Stats()) {
+    used += e.bytes;
+    entries.push_back({{"id", e.id},
+                       {"tokens", e.n_tokens},
+                       {"bytes", e.bytes},
+                       {"last_used_unix_ms", e.last_used_us / 1000},
+                       {"in_use", e.in_use}});
+  }
+  const cache::PoolCounters c = pool.counters();
+  return {{"model", m.name},
+          {"slots", pool.options().limits.max_entries},
+          {"budget_bytes", pool.options().limits.budget_bytes},
+          {"used_bytes", used},
+          {"entries", entries},
+          {"lookups", c.lookups},
+          {"hits", c.hits},
+          {"tokens_reused", c.tokens_reused},
+          {"copies", c.copies},
+          {"evictions", c.evictions}};
+}
+
+}  // namespace
+
+// Prometheus gauges and counters of every loaded model's pool.
+std::string RenderCacheMetrics(ServerContext* ctx) {
+  std::ostringstream o;
+  o << "# HELP matricxon_prompt_cache_entries Conversations held in a model's RAM pool.\n"
+    << "# TYPE matricxon_prompt_cache_entries gauge\n";
+  auto models = ctx->models->Loaded();
+  for (const auto& m : models) {
+    o << "matricxon_prompt_cache_entries{model=\"" << m->name << "\"} "
+      << m->scheduler->prompt_cache().pool().Stats().size() << "\n";
+  }
+  o << "# HELP matricxon_prompt_cache_bytes Bytes of state held in a model's RAM pool.\n"
+    << "# TYPE matricxon_prompt_cache_bytes gauge\n";
+  for (const auto& m : models) {
+    o << "matricxon_prompt_cache_bytes{model=\"" << m->name << "\"} "
+      << m->scheduler->prompt_cache().pool().total_bytes() << "\n";
+  }
+  o << "# HELP matricxon_prompt_cache_evictions_total Entries that left a model's RAM pool.\n"
+    << "# TYPE matricxon_prompt_cache_evictions_total counter\n";
+  for (const auto& m : models) {
+    o << "matricxon_prompt_cache_evictions_total{model=\"" << m->name << "\"} "
+      << m->scheduler->prompt_cache().pool().counters().evictions << "\n";
+  }
+  return o.str();
+}
+
+void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes) {
+  routes->push_back({"GET", "/api/cache", "each loaded model's RAM pool: entries (tokens, bytes, last used, in use) and counters",
+                     false, [ctx](const httplib::Request&, httplib::Response& res) {
+                       Json models = Json::array();
+                       for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
+                       SendJson(res, {{"models", models}});
+                     }});
+}
+
+}  // namespace mx::server

@@ -1,0 +1,216 @@
+// The prompt cache through the real server (SPEC §2, §8): the next turn of a
+// chat reads only its new tokens, shared starts are copied, limits evict,
+// `cache_prompt: false` bypasses the pool, /api/cache and /metrics report,
+// and no reply ever changes because of the cache.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <random>
+#include <thread>
+
+#include "http_helpers.h"
+#include "server_process.h"
+
+namespace mx::testing {
+namespace {
+
+struct Msg {
+  std::string role, content;
+};
+
+Json Body(const std::vector<Msg>& msgs, int max_tokens, bool cache = true) {
+  Json m = Json::array();
+  for (const auto& x : msgs) m.push_back({{"role", x.role}, {"content", x.content}});
+  return {{"model", "tiny"}, {"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0},
+          {"cache_prompt", cache}};
+}
+
+struct Turn {
+  std::string text;
+  int64_t prompt_tokens = 0, cached = 0;
+};
+
+Turn Chat(int port, const std::vector<Msg>& msgs, int max_tokens = 8, bool cache = true) {
+  Reply r = Post(port, "/v1/chat/completions", Body(msgs, max_tokens, cache).dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  if (r.status != 200) return {};
+  return {r.body["choices"][0]["message"]["content"].get<std::string>(),
+          r.body["usage"]["prompt_tokens"].get<int64_t>(),
+          r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
+}
+
+class CacheServerTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> args) {
+    signal(SIGPIPE, SIG_IGN);
+    dir_ = TempDir("cache");
+    ASSERT_TRUE(MakeModel(dir_ + "/models/tiny.gguf"));
+    args.insert(args.end(), {"--threads", "1", "--ctx-size", "1024"});
+    std::string error;
+    ASSERT_TRUE(server_.Start(args, {{"MATRICXON_MODELS_DIR", dir_ + "/models"}}, dir_ + "/server.log", &error))
+        << error;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  int port() const { return server_.port(); }
+  std::string Log() const { return server_.Log(); }
+
+  std::string dir_;
+  ServerProcess server_;
+};
+
+const std::string kSystem =
+    "You are the assistant of a small team. Keep answers short, cite the notes, and say when you do not know. "
+    "The notes: the prompt cache keeps every chat's state so that the next turn reads only its new tokens.";
+
+TEST_F(CacheServerTest, NextTurnReadsOnlyTheNewTokens) {
+  Start({});
+  std::vector<Msg> chat = {{"system", kSystem}, {"user", "What does the cache keep?"}};
+  Turn t1 = Chat(port(), chat);
+  EXPECT_EQ(t1.cached, 0);
+  EXPECT_NE(Log().find("re-reading the entire chat (" + std::to_string(t1.prompt_tokens) +
+                       " tokens): RAM holds no conversations"),
+            std::string::npos)
+      << Log();
+  chat.push_back({"assistant", t1.text});
+  chat.push_back({"user", "And what does the next turn read?"});
+  Turn t2 = Chat(port(), chat);
+  // Everything up to the first reply is reused (its tokens may re-tokenize
+  // differently from how they were generated, so at least the first prompt).
+  EXPECT_GE(t2.cached, t1.prompt_tokens);
+  EXPECT_LT(t2.cached, t2.prompt_tokens);
+  EXPECT_NE(Log().find("reused " + std::to_string(t2.cached) + " of " + std::to_string(t2.prompt_tokens) +
+                       " tokens from RAM"),
+            std::string::npos)
+      << Log();
+  // The same reply as reading everything.
+  EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t2.text);
+}
+
+TEST_F(CacheServerTest, SharedStartIsCopiedAndBothChatsGoOn) {
+  Start({});
+  std::vector<Msg> a = {{"system", kSystem}, {"user", "First question about the notes?"}};
+  std::vector<Msg> b = {{"system", kSystem}, {"user", "A different question entirely."}};
+  Turn a1 = Chat(port(), a);
+  Turn b1 = Chat(port(), b);
+  EXPECT_GT(b1.cached, 20);  // the system prompt
+  EXPECT_LT(b1.cached, b1.prompt_tokens);
+  EXPECT_NE(Log().find("from a copy of a cached chat's shared start"), std::string::npos) << Log();
+  // The first chat's entry stayed whole: its next turn reuses all of it.
+  a.push_back({"assistant", a1.text});
+  a.push_back({"user", "Thanks."});
+  EXPECT_GE(Chat(port(), a).cached, a1.prompt_tokens);
+  b.push_back({"assistant", b1.text});
+  b.push_back({"user", "Thanks."});
+  EXPECT_GE(Chat(port(), b).cached, b1.prompt_tokens);
+}
+
+TEST_F(CacheServerTest, RegeneratedReplyReusesThePrompt) {
+  Start({});
+  std::vector<Msg> chat = {{"system", kSystem}, {"user", "Say something."}};
+  Turn t1 = Chat(port(), chat, 12);
+  Turn again = Chat(port(), chat, 12);
+  EXPECT_EQ(again.cached, t1.prompt_tokens - 1);  // all but the one token read for logits
+  EXPECT_EQ(again.text, t1.text);
+}
+
+TEST_F(CacheServerTest, CacheOffPerRequestLeavesThePoolUntouched) {
+  Start({});
+  std::vector<Msg> chat = {{"user", "Hello there"}};
+  Turn off = Chat(port(), chat, 4, /*cache=*/false);
+  EXPECT_EQ(off.cached, 0);
+  EXPECT_NE(Log().find("cache_prompt: false"), std::string::npos);
+  Reply stats = Get(port(), "/api/cache");
+  ASSERT_EQ(stats.status, 200) << stats.raw;
+  ASSERT_EQ(stats.body["models"].size(), 1u);
+  EXPECT_EQ(stats.body["models"][0]["entries"].size(), 0u);
+  EXPECT_EQ(stats.body["models"][0]["lookups"], 0);
+}
+
+TEST_F(CacheServerTest, ApiCacheListsEntriesButNeverTokens) {
+  Start({});
+  Turn t = Chat(port(), {{"user", "Count me"}}, 5);
+  Reply stats = Get(port(), "/api/cache");
+  ASSERT_EQ(stats.status, 200);
+  const Json& m = stats.body["models"][0];
+  EXPECT_EQ(m["model"], "tiny");
+  EXPECT_EQ(m["slots"], 4);
+  ASSERT_EQ(m["entries"].size(), 1u);
+  const Json& e = m["entries"][0];
+  EXPECT_TRUE(e["tokens"].is_number_integer());
+  EXPECT_GE(e["tokens"].get<int64_t>(), t.prompt_tokens);
+  EXPECT_GT(e["bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(e["in_use"], false);
+  for (const auto& [key, value] : e.items()) EXPECT_FALSE(value.is_array()) << key;
+  Reply metrics = Get(port(), "/metrics");
+  EXPECT_NE(metrics.raw.find("matricxon_prompt_cache_entries{model=\"tiny\"} 1"), std::string::npos) << metrics.raw;
+}
+
+TEST_F(CacheServerTest, SlotLimitEvictsTheLeastRecentlyUsedChat) {
+  Start({"--prompt-cache-slots", "1"});
+  std::vector<Msg> a = {{"user", "alpha alpha alpha"}}, b = {{"user", "beta beta beta"}};
+  Turn a1 = Chat(port(), a);
+  Chat(port(), b);  // a leaves the pool
+  a.push_back({"assistant", a1.text});
+  a.push_back({"user", "more"});
+  // Its own entry is gone: only the template's first tokens, shared with b, are reused.
+  Turn a2 = Chat(port(), a);
+  EXPECT_LT(a2.cached, 8);
+  EXPECT_LT(a2.cached, a1.prompt_tokens);
+  Reply metrics = Get(port(), "/metrics");
+  EXPECT_NE(metrics.raw.find("matricxon_prompt_cache_evictions_total{model=\"tiny\"} 2"), std::string::npos)
+      << metrics.raw;
+}
+
+TEST_F(CacheServerTest, BadCacheSettingStopsStartup) {
+  ServerProcess p;
+  std::string error;
+  dir_ = TempDir("cache_bad");
+  EXPECT_FALSE(p.Start({}, {{"MATRICXON_PROMPT_CACHE_SLOTS", "65"}, {"MATRICXON_MODELS_DIR", dir_}},
+                       dir_ + "/log", &error));
+  EXPECT_NE(error.find("MATRICXON_PROMPT_CACHE_SLOTS"), std::string::npos) << error;
+}
+
+// Random multi-turn chats from two concurrent users, with limits small enough
+// to force copies and evictions: every cached reply equals the reply read
+// from scratch (cache_prompt: false), token for token.
+TEST_F(CacheServerTest, RandomChatsNeverChangeAReply) {
+  Start({"--prompt-cache-slots", "3", "--parallel", "2"});
+  std::mt19937 rng(7);
+  const std::vector<std::string> words = {"cache", "turn", "token", "model", "chat", "state", "reply", "notes"};
+  auto sentence = [&] {
+    std::string s;
+    for (int i = 0, n = 2 + static_cast<int>(rng() % 5); i < n; ++i) s += words[rng() % words.size()] + " ";
+    return s;
+  };
+  std::vector<std::vector<Msg>> chats;
+  int reused = 0;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::vector<Msg>> prompts;
+    for (int u = 0; u < 2; ++u) {
+      if (chats.empty() || rng() % 3 == 0) {
+        chats.push_back({{"system", kSystem}, {"user", sentence()}});
+        prompts.push_back(chats.back());
+      } else {
+        auto& c = chats[rng() % chats.size()];
+        c.push_back({"user", sentence()});
+        prompts.push_back(c);
+      }
+    }
+    std::vector<Turn> cached(2);
+    std::thread other([&] { cached[1] = Chat(port(), prompts[1], 6); });
+    cached[0] = Chat(port(), prompts[0], 6);
+    other.join();
+    for (int u = 0; u < 2; ++u) {
+      Turn fresh = Chat(port(), prompts[u], 6, /*cache=*/false);
+      ASSERT_EQ(cached[u].text, fresh.text) << "round " << round << " user " << u;
+      reused += cached[u].cached > 0;
+    }
+    for (auto& c : chats) {
+      if (c.back().role == "user") c.push_back({"assistant", "ok"});
+    }
+  }
+  EXPECT_GT(reused, 6);
+}
+
+}  // namespace
+}  // namespace mx::testing
