@@ -14,6 +14,8 @@ constexpr char kUsage[] =
     "  make-model   write a synthetic GGUF model of any shape (tests, benchmarks)\n"
     "  chat         chat with a model in the terminal, streaming tokens\n"
     "  serve        serve the models of a folder over an OpenAI-compatible HTTP API\n"
+    "  bench        `bench engine`: prompt-reading and generation speed of a model;\n"
+    "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off\n"
     "\n"
     "Run `matricxon <command> --help` for the flags of a command.\n";
 
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return mx::cli::MakeModelCommand(argc, argv);
   if (command == "chat") return mx::cli::ChatCommand(argc, argv);
   if (command == "serve") return mx::cli::ServeCommand(argc, argv);
+  if (command == "bench") return mx::cli::BenchCommand(argc, argv);
   std::fprintf(stderr, "matricxon: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

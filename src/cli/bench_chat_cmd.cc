@@ -1,0 +1,248 @@
+// matricxon bench chat: replays a growing multi-turn chat against any
+// OpenAI-compatible server (ours, llama.cpp's server, ...) and measures, per
+// turn, the time to first token and how many prompt tokens came from the
+// cache — once with the prompt cache on and once with it off
+// ("cache_prompt": false, which llama.cpp's server also accepts). Writes a CSV
+// and, when gnuplot is installed, a PNG of TTFT against turn number.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/env.h"
+
+namespace mx::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::vector<FlagSpec> kFlags = {
+    {"url", "http://127.0.0.1:8080", "base URL of an OpenAI-compatible server"},
+    {"model", "", "model name to request"},
+    {"turns", "20", "turns of the chat"},
+    {"system-words", "120", "words in the system prompt"},
+    {"user-words", "120", "words per user message"},
+    {"reply-tokens", "32", "max_tokens of each reply"},
+    {"modes", "on,off", "which runs: on, off or on,off (off sends cache_prompt: false)"},
+    {"out", "bench-out/chat", "output path prefix: <out>.csv and <out>.png"},
+    {"label", "matricxon", "name of the server in the CSV and plot"},
+    {"seed", "1", "seed of the chat text"},
+};
+
+const char* kWords[] = {"the",   "cache", "keeps",  "every", "chat",   "state", "so",     "next",  "turn",
+                        "reads", "only",  "new",    "tokens", "model", "server", "user",  "asks",  "about",
+                        "notes", "long",  "history", "reply", "fast",   "time",  "first", "token", "memory",
+                        "disk",  "key",   "copy",   "shared", "start", "window", "trim",  "old",   "message"};
+
+std::string Words(std::mt19937& rng, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    s += kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
+    s += (i % 17 == 16) ? ". " : " ";
+  }
+  return s;
+}
+
+struct TurnResult {
+  int turn = 0;
+  std::string mode;
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  double ttft_ms = 0, total_ms = 0;
+};
+
+struct Target {
+  std::string host;
+  int port = 0;
+};
+
+Result<Target> ParseUrl(const std::string& url) {
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  if (rest.rfind("https://", 0) == 0) return Status::InvalidArgument("--url: https is not supported");
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return Target{rest, 80};
+  auto port = ParseInt("--url port", rest.substr(colon + 1), 1, 65535);
+  if (!port.ok()) return port.status();
+  return Target{rest.substr(0, colon), static_cast<int>(*port)};
+}
+
+// One streamed chat completion; fills TTFT, usage and the reply text.
+Status RunTurn(const Target& t, const Json& body, TurnResult* r, std::string* reply) {
+  httplib::Client cli(t.host, t.port);
+  cli.set_read_timeout(600, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string buffer, raw;
+  bool first = false;
+  Status parse_error;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    if (raw.size() < 4096) raw.append(data, std::min<size_t>(len, 4096));
+    size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      if (line.rfind("data: ", 0) != 0) continue;
+      std::string payload = line.substr(6);
+      if (payload == "[DONE]") continue;
+      Json ev = Json::parse(payload, nullptr, false);
+      if (ev.is_discarded()) {
+        parse_error = Status::Corruption("unparseable event: " + payload.substr(0, 200));
+        return false;
+      }
+      if (ev.contains("choices") && !ev["choices"].empty()) {
+        const Json& delta = ev["choices"][0]["delta"];
+        if (delta.contains("content") && delta["content"].is_string()) {
+          std::string text = delta["content"].get<std::string>();
+          if (!first && !text.empty()) {
+            first = true;
+            r->ttft_ms = ms_since();
+          }
+          *reply += text;
+        }
+      }
+      if (ev.contains("usage") && ev["usage"].is_object()) {
+        const Json& u = ev["usage"];
+        r->prompt_tokens = u.value("prompt_tokens", int64_t{0});
+        r->completion_tokens = u.value("completion_tokens", int64_t{0});
+        if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
+          r->cached_tokens = u["prompt_tokens_details"].value("cached_tokens", int64_t{0});
+        }
+      }
+    }
+    return true;
+  };
+  auto res = cli.send(req);
+  if (!parse_error.ok()) return parse_error;
+  if (!res) return Status::IOError("request to " + t.host + ":" + std::to_string(t.port) + " failed: " + httplib::to_string(res.error()));
+  if (res->status != 200) {
+    return Status::IOError("HTTP " + std::to_string(res->status) + ": " + (raw.empty() ? res->body : raw).substr(0, 300));
+  }
+  r->total_ms = ms_since();
+  if (!first) r->ttft_ms = r->total_ms;  // the reply was empty
+  return Status::Ok();
+}
+
+Status WritePlot(const std::string& out, const std::string& label) {
+  const std::string script = out + ".gnuplot";
+  std::ofstream g(script);
+  g << "set terminal png size 900,540\n"
+    << "set output '" << out << ".png'\n"
+    << "set title 'Time to first token per turn (" << label << ")'\n"
+    << "set xlabel 'turn'\nset ylabel 'TTFT (ms)'\nset grid\nset key left top\n"
+    << "set datafile separator ','\n"
+    << "plot '" << out << ".csv' using 2:($3 == 1 ? $7 : 1/0) with linespoints title 'cache on', \\\n"
+    << "     '" << out << ".csv' using 2:($3 == 0 ? $7 : 1/0) with linespoints title 'cache off'\n";
+  g.close();
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return Status::NotSupported("gnuplot is not installed; no PNG written (" + script + " is ready)");
+  }
+  if (std::system(("gnuplot " + script).c_str()) != 0) return Status::IOError("gnuplot failed on " + script);
+  return Status::Ok();
+}
+
+Status Run(const Flags& f) {
+  MX_ASSIGN_OR_RETURN(Target target, ParseUrl(f.Get("url")));
+  MX_ASSIGN_OR_RETURN(int64_t turns, f.GetInt("turns", 1, 1000));
+  MX_ASSIGN_OR_RETURN(int64_t system_words, f.GetInt("system-words", 0, 100000));
+  MX_ASSIGN_OR_RETURN(int64_t user_words, f.GetInt("user-words", 1, 100000));
+  MX_ASSIGN_OR_RETURN(int64_t reply_tokens, f.GetInt("reply-tokens", 1, 100000));
+  MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
+  std::vector<std::string> modes;
+  for (const std::string m : {"on", "off"}) {
+    if (f.Get("modes").find(m) != std::string::npos) modes.push_back(m);
+  }
+  if (modes.empty()) return Status::InvalidArgument("--modes: expected on, off or on,off");
+  const std::string out = f.Get("out");
+  if (size_t slash = out.rfind('/'); slash != std::string::npos) {
+    MX_RETURN_IF_ERROR(Env::Default()->CreateDirs(out.substr(0, slash)));
+  }
+
+  std::vector<TurnResult> results;
+  for (const std::string& mode : modes) {
+    std::mt19937 rng(static_cast<uint32_t>(seed));  // the same chat text in every mode
+    Json messages = Json::array();
+    if (system_words > 0) messages.push_back({{"role", "system"}, {"content", Words(rng, static_cast<int>(system_words))}});
+    double sum_ttft = 0;
+    for (int turn = 1; turn <= turns; ++turn) {
+      messages.push_back({{"role", "user"}, {"content", Words(rng, static_cast<int>(user_words))}});
+      Json body = {{"messages", messages},     {"max_tokens", reply_tokens}, {"temperature", 0},
+                   {"stream", true},           {"cache_prompt", mode == "on"},
+                   {"stream_options", {{"include_usage", true}}}};
+      if (!f.Get("model").empty()) body["model"] = f.Get("model");
+      TurnResult r;
+      r.turn = turn;
+      r.mode = mode;
+      std::string reply;
+      MX_RETURN_IF_ERROR(RunTurn(target, body, &r, &reply).WithContext("turn " + std::to_string(turn)));
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
+      sum_ttft += r.ttft_ms;
+      std::fprintf(stderr, "[cache %-3s] turn %2d: prompt %6lld tokens, cached %6lld, TTFT %9.1f ms, total %9.1f ms\n",
+                   mode.c_str(), turn, static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
+                   r.ttft_ms, r.total_ms);
+      results.push_back(r);
+    }
+    std::fprintf(stderr, "[cache %-3s] total TTFT over %lld turns: %.1f ms\n", mode.c_str(),
+                 static_cast<long long>(turns), sum_ttft);
+  }
+
+  std::ofstream csv(out + ".csv");
+  csv << "label,turn,cache_on,prompt_tokens,cached_tokens,completion_tokens,ttft_ms,total_ms\n";
+  for (const auto& r : results) {
+    csv << f.Get("label") << "," << r.turn << "," << (r.mode == "on" ? 1 : 0) << "," << r.prompt_tokens << ","
+        << r.cached_tokens << "," << r.completion_tokens << "," << r.ttft_ms << "," << r.total_ms << "\n";
+  }
+  csv.close();
+  std::fprintf(stderr, "wrote %s.csv\n", out.c_str());
+  Status plot = WritePlot(out, f.Get("label"));
+  if (plot.ok()) {
+    std::fprintf(stderr, "wrote %s.png\n", out.c_str());
+  } else {
+    std::fprintf(stderr, "%s\n", plot.message().c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int BenchChatCommand(int argc, char** argv) {
+  // argv: matricxon bench chat [flags]
+  auto flags = Flags::Parse(kFlags, argc, argv, 3);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon bench chat: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage("bench chat",
+                            "Replays a growing multi-turn chat against an OpenAI-compatible server, with the "
+                            "prompt cache on and off, and reports time to first token per turn (CSV + PNG).",
+                            kFlags)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  Status st = Run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon bench chat: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mx::cli

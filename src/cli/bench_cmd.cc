@@ -1,0 +1,199 @@
+// matricxon bench engine: whole-model speed on one GGUF file, measured the way
+// llama.cpp's own benchmark measures it, so the two can be run side by side:
+//   prompt reading: one prompt of --prompt tokens in one batch (logits for
+//                   the last token only), tokens/s;
+//   generation:     --gen single-token steps from an empty state (logits for
+//                   every step), tokens/s.
+// Each figure is the median of --reps runs on fresh states, after one warm-up
+// run; the per-run figures and the peak resident set size are printed too.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/env.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "models/model.h"
+#include "models/runner.h"
+
+namespace mx::cli {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"model", "", "GGUF model file (required)"},
+    {"threads", "2", "compute threads"},
+    {"prompt", "512", "prompt tokens per prompt-reading run (0: skip)"},
+    {"gen", "128", "single-token steps per generation run (0: skip)"},
+    {"reps", "3", "measured runs per figure (median reported)"},
+    {"seed", "1", "seed of the random token ids"},
+    {"quiet", "", "no progress output", true},
+};
+
+struct Figure {
+  std::vector<double> tokens_per_s;  // one per run
+  double Median() const {
+    std::vector<double> v = tokens_per_s;
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return 0;
+    return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  }
+};
+
+// Peak resident set size of this process, MiB.
+double PeakRssMiB() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t n_vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& id : t) id = dist(rng);
+  return t;
+}
+
+// One prompt-reading run: seconds for one Forward of all `tokens`.
+Result<double> PromptRun(models::Runner& runner, const std::vector<int32_t>& tokens, Env* env) {
+  auto seq = runner.NewSequence();
+  std::vector<models::BatchEntry> batch;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch.push_back({seq.get(), tokens[i], i + 1 == tokens.size()});
+  }
+  std::vector<float> logits;
+  const uint64_t t0 = env->NowMicros();
+  MX_RETURN_IF_ERROR(runner.Forward(batch, &logits));
+  return static_cast<double>(env->NowMicros() - t0) * 1e-6;
+}
+
+// One generation run: seconds for tokens.size() single-token steps.
+Result<double> GenRun(models::Runner& runner, const std::vector<int32_t>& tokens, Env* env,
+                      const std::function<void(size_t)>& step_done) {
+  auto seq = runner.NewSequence();
+  std::vector<float> logits;
+  const uint64_t t0 = env->NowMicros();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const models::BatchEntry e{seq.get(), tokens[i], true};
+    MX_RETURN_IF_ERROR(runner.Forward({&e, 1}, &logits));
+    if (step_done) step_done(i + 1);
+  }
+  return static_cast<double>(env->NowMicros() - t0) * 1e-6;
+}
+
+std::string FormatFigure(const Figure& f) {
+  std::string runs;
+  for (double v : f.tokens_per_s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.1f", runs.empty() ? "" : ", ", v);
+    runs += b;
+  }
+  char out[128];
+  std::snprintf(out, sizeof out, "%9.1f t/s  [%s]", f.Median(), runs.c_str());
+  return out;
+}
+
+Status RunEngine(const Flags& f) {
+  if (f.Get("model").empty()) return Status::InvalidArgument("--model is required");
+  MX_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 1, 256));
+  MX_ASSIGN_OR_RETURN(int64_t n_prompt, f.GetInt("prompt", 0, 1 << 20));
+  MX_ASSIGN_OR_RETURN(int64_t n_gen, f.GetInt("gen", 0, 1 << 20));
+  MX_ASSIGN_OR_RETURN(int64_t reps, f.GetInt("reps", 1, 1000));
+  MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
+  const bool quiet = f.GetBool("quiet");
+  Env* env = Env::Default();
+
+  MX_ASSIGN_OR_RETURN(auto model, models::Model::Load(env, f.Get("model")));
+  models::RunnerOptions ro;
+  ro.n_threads = static_cast<int>(threads);
+  ro.n_ctx = std::max<int64_t>(256, std::max(n_prompt, n_gen) + 1);
+  MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model, ro));
+  const int64_t n_vocab = runner->n_vocab();
+
+  std::printf("model    %s (%.1f MiB of weights, %s kernels, %lld threads)\n",
+              f.Get("model").c_str(), static_cast<double>(model->weight_bytes()) / (1 << 20),
+              kernels::IsaName(kernels::ActiveIsa()), static_cast<long long>(threads));
+  std::fflush(stdout);
+  auto note = [&](const std::string& s) {
+    if (!quiet) std::fprintf(stderr, "\r%-60s", s.c_str());
+  };
+
+  Figure pp, tg;
+  if (n_prompt > 0) {
+    const std::vector<int32_t> tokens = RandomTokens(n_prompt, n_vocab, static_cast<uint64_t>(seed));
+    note("prompt: warm-up");
+    MX_RETURN_IF_ERROR(PromptRun(*runner, tokens, env).status());
+    for (int64_t r = 0; r < reps; ++r) {
+      note("prompt: run " + std::to_string(r + 1) + "/" + std::to_string(reps));
+      MX_ASSIGN_OR_RETURN(double s, PromptRun(*runner, tokens, env));
+      pp.tokens_per_s.push_back(static_cast<double>(n_prompt) / s);
+    }
+  }
+  if (n_gen > 0) {
+    const std::vector<int32_t> tokens = RandomTokens(n_gen, n_vocab, static_cast<uint64_t>(seed) + 1);
+    note("generation: warm-up");
+    const std::vector<int32_t> warm(tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8));
+    MX_RETURN_IF_ERROR(GenRun(*runner, warm, env, {}).status());
+    for (int64_t r = 0; r < reps; ++r) {
+      const std::string label =
+          "generation: run " + std::to_string(r + 1) + "/" + std::to_string(reps);
+      MX_ASSIGN_OR_RETURN(double s, GenRun(*runner, tokens, env, [&](size_t done) {
+                            if (done % 16 == 0)
+                              note(label + ", token " + std::to_string(done) + "/" +
+                                   std::to_string(n_gen));
+                          }));
+      tg.tokens_per_s.push_back(static_cast<double>(n_gen) / s);
+    }
+  }
+  if (!quiet) std::fprintf(stderr, "\r%-60s\r", "");
+  if (n_prompt > 0) std::printf("pp%-6lld %s\n", static_cast<long long>(n_prompt), FormatFigure(pp).c_str());
+  if (n_gen > 0) std::printf("tg%-6lld %s\n", static_cast<long long>(n_gen), FormatFigure(tg).c_str());
+  std::printf("peak RSS %.1f MiB\n", PeakRssMiB());
+  return Status::Ok();
+}
+
+constexpr char kUsage[] =
+    "usage: matricxon bench engine --model FILE [--threads 2] [--prompt 512] [--gen 128] "
+    "[--reps 3]\n"
+    "\n"
+    "Kernel figures (GFLOP/s, GB/s against the machine's peak) come from the\n"
+    "separate Google Benchmark binary bench/kernels_bench.\n";
+
+}  // namespace
+
+int BenchCommand(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[2]) == "chat") return BenchChatCommand(argc, argv);
+  if (argc < 3 || std::string(argv[2]) != "engine") {
+    const bool help = argc >= 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
+    std::fputs(kUsage, help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
+  auto flags = Flags::Parse(kFlags, argc, argv, 3);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon bench engine: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage("bench engine",
+                            "Measures prompt reading and generation speed (tokens/s) of a model.",
+                            kFlags)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  Status st = RunEngine(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon bench engine: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mx::cli
