@@ -24,6 +24,45 @@ class MappedFile {
   virtual const std::string& path() const = 0;
 };
 
+// A file written sequentially (leveldb's WritableFile). Not thread-safe: one
+// writer at a time. Data is durable only after Sync() returns OK. The
+// destructor closes the file (without syncing) if Close() was not called.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Appends bytes at the end. ResourceExhausted on ENOSPC/EDQUOT, IOError
+  // otherwise; after a failure the file's length is unspecified.
+  virtual Status Append(std::string_view data) = 0;
+  // fsync: everything appended so far survives a crash once this returns OK.
+  virtual Status Sync() = 0;
+  // Closes the descriptor. Further calls are errors.
+  virtual Status Close() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// A file read at explicit offsets (pread). Thread-safe: Read may be called
+// from several threads at once. Unlike a MappedFile, a file that shrinks
+// while it is read gives a short read, never a SIGBUS.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to n bytes at `offset` into scratch; returns the bytes read,
+  // fewer than n only at the end of the file.
+  virtual Result<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
+  // The size when the file was opened.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// What stat(2) says about a path.
+struct FileInfo {
+  uint64_t size_bytes = 0;
+  uint32_t mode = 0;            // permission bits only (mode & 07777)
+  uint64_t mtime_micros = 0;    // last modification, microseconds since the epoch
+  bool is_regular = false;
+  bool is_dir = false;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -48,6 +87,25 @@ class Env {
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
 
+  // --- Streaming writes and publication (added for the saved-cache store).
+  // These have default bodies that return NotSupported, so Envs written
+  // before them keep compiling; PosixEnv and EnvWrapper implement them.
+
+  // Creates `path` for writing with permission bits `mode` (umask applies).
+  // exclusive: O_EXCL, fails (IOError "... File exists") when the path
+  // exists; otherwise an existing file is truncated. The caller owns the file.
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                                uint32_t mode, bool exclusive);
+  // rename(2): atomically replaces `to` if it exists. Not durable until the
+  // folder is synced (SyncDir).
+  virtual Status RenameFile(const std::string& from, const std::string& to);
+  // fsync of a folder: makes creations, renames and removals in it durable.
+  virtual Status SyncDir(const std::string& path);
+  // stat(2) of a path (follows symlinks). NotFound when missing.
+  virtual Result<FileInfo> GetFileInfo(const std::string& path);
+  // Opens a regular file for positional reads. NotFound when missing.
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path);
+
   // Monotonic clock in microseconds (for durations).
   virtual uint64_t NowMicros() = 0;
   // Wall clock, microseconds since the Unix epoch (for timestamps).
@@ -55,6 +113,53 @@ class Env {
   virtual void SleepMicros(uint64_t micros) = 0;
   // Cryptographically strong random bytes (getrandom).
   virtual Status RandomBytes(void* buf, size_t n) = 0;
+};
+
+// An Env that forwards every call to another one (leveldb's EnvWrapper).
+// Subclass it and override what a test needs to change (see FaultEnv).
+// REQUIRES: `target` outlives the wrapper.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
+    return target_->MapReadOnly(path);
+  }
+  Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
+  Status WriteFileAtomic(const std::string& path, std::string_view data, uint32_t mode) override {
+    return target_->WriteFileAtomic(path, data, mode);
+  }
+  bool FileExists(const std::string& path) override { return target_->FileExists(path); }
+  Result<uint64_t> FileSize(const std::string& path) override { return target_->FileSize(path); }
+  Status CreateDirs(const std::string& path, uint32_t mode) override {
+    return target_->CreateDirs(path, mode);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    return target_->ListDir(path);
+  }
+  Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path, uint32_t mode,
+                                                        bool exclusive) override {
+    return target_->NewWritableFile(path, mode, exclusive);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return target_->RenameFile(from, to);
+  }
+  Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  Result<FileInfo> GetFileInfo(const std::string& path) override {
+    return target_->GetFileInfo(path);
+  }
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    return target_->NewRandomAccessFile(path);
+  }
+  uint64_t NowMicros() override { return target_->NowMicros(); }
+  uint64_t WallMicros() override { return target_->WallMicros(); }
+  void SleepMicros(uint64_t micros) override { target_->SleepMicros(micros); }
+  Status RandomBytes(void* buf, size_t n) override { return target_->RandomBytes(buf, n); }
+
+ private:
+  Env* target_;
 };
 
 // Joins two path parts with exactly one '/'.

@@ -59,6 +59,62 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return Status::IOError("append to closed file " + path_);
+    return WriteAll(fd_, data.data(), data.size(), path_);
+  }
+  Status Sync() override {
+    if (fd_ < 0) return Status::IOError("sync of closed file " + path_);
+    if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
+    return Status::Ok();
+  }
+  Status Close() override {
+    if (fd_ < 0) return Status::IOError("close of closed file " + path_);
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return ErrnoStatus("close", path_, errno);
+    return Status::Ok();
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+  Result<size_t> Read(uint64_t offset, size_t n, char* scratch) const override {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, scratch + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("read", path_, errno);
+      }
+      if (r == 0) break;  // end of file
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
@@ -174,6 +230,58 @@ class PosixEnv final : public Env {
     return Status::Ok();
   }
 
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path, uint32_t mode,
+                                                        bool exclusive) override {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
+    int fd = ::open(path.c_str(), flags, static_cast<mode_t>(mode));
+    if (fd < 0) return ErrnoStatus("create", path, errno);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("rename", from + " to " + to, errno);
+    return Status::Ok();
+  }
+
+  Status SyncDir(const std::string& path) override {
+    int dfd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return ErrnoStatus("open folder", path, errno);
+    Status st;
+    if (::fsync(dfd) != 0) st = ErrnoStatus("fsync folder", path, errno);
+    ::close(dfd);
+    return st;
+  }
+
+  Result<FileInfo> GetFileInfo(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    FileInfo info;
+    info.size_bytes = static_cast<uint64_t>(st.st_size);
+    info.mode = static_cast<uint32_t>(st.st_mode & 07777);
+    info.mtime_micros = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000u +
+                        static_cast<uint64_t>(st.st_mtim.tv_nsec / 1000);
+    info.is_regular = S_ISREG(st.st_mode);
+    info.is_dir = S_ISDIR(st.st_mode);
+    return info;
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus("stat", path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(path + " is not a regular file");
+    }
+    return std::unique_ptr<RandomAccessFile>(
+        new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
+  }
+
   uint64_t NowMicros() override {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
@@ -203,6 +311,23 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+Result<std::unique_ptr<WritableFile>> Env::NewWritableFile(const std::string& path, uint32_t,
+                                                           bool) {
+  return Status::NotSupported("this Env cannot create " + path + " (NewWritableFile)");
+}
+Status Env::RenameFile(const std::string& from, const std::string&) {
+  return Status::NotSupported("this Env cannot rename " + from);
+}
+Status Env::SyncDir(const std::string& path) {
+  return Status::NotSupported("this Env cannot sync folder " + path);
+}
+Result<FileInfo> Env::GetFileInfo(const std::string& path) {
+  return Status::NotSupported("this Env cannot stat " + path);
+}
+Result<std::unique_ptr<RandomAccessFile>> Env::NewRandomAccessFile(const std::string& path) {
+  return Status::NotSupported("this Env cannot open " + path + " for positional reads");
+}
 
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();

@@ -156,10 +156,14 @@ void MakeChunkAad(const uint8_t header[kDiskHeaderBytes], const FileId& id, uint
   out[kChunkAadBytes - 1] = last ? 1 : 0;
 }
 
+uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens) {
+  return 4 + uint64_t{model_fp_len} + 4 * 8 + 4 * uint64_t{n_tokens} + 8;
+}
+
 std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> tokens,
                            uint64_t payload_bytes) {
   std::string out;
-  out.reserve(44 + meta.model_fingerprint.size() + 4 * tokens.size());
+  out.reserve(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()));
   AppendU32(&out, static_cast<uint32_t>(meta.model_fingerprint.size()));
   out.append(meta.model_fingerprint);
   AppendU64(&out, meta.layout_fingerprint);

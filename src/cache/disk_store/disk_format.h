@@ -75,6 +75,8 @@ struct RecordMeta {
   uint64_t created_us = 0;
   uint64_t last_used_us = 0;
 };
+// Size of the metadata record: 44 + model_fp_len + 4 * n_tokens.
+uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens);
 // Metadata bytes (everything before the payload). REQUIRES: the fingerprint
 // is 1..kMaxModelFingerprintBytes bytes.
 std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> tokens,

@@ -151,10 +151,10 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   std::optional<uint64_t> meta_need;
   std::vector<std::unique_ptr<char[]>> sealed_bufs(static_cast<size_t>(n_threads));
   std::vector<Status> statuses(static_cast<size_t>(batch));
-  std::vector<bool> io_failed(static_cast<size_t>(batch));
+  std::vector<uint8_t> io_failed(static_cast<size_t>(batch));  // not vector<bool>: written by several threads
   for (uint64_t first = 0; first < layout.n_chunks; first += batch) {
     const uint64_t n = std::min(batch, layout.n_chunks - first);
-    std::fill(io_failed.begin(), io_failed.end(), false);
+    std::fill(io_failed.begin(), io_failed.end(), 0);
     ForEach(pool, static_cast<int64_t>(n), [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
       const bool last = index + 1 == layout.n_chunks;
@@ -166,7 +166,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       if (!buf) buf = std::make_unique_for_overwrite<char[]>(stride);
       auto read = file.Read(offset, plain_n + kTagBytes, buf.get());
       if (!read.ok() || read.value() != plain_n + kTagBytes) {
-        io_failed[static_cast<size_t>(k)] = !read.ok();
+        io_failed[static_cast<size_t>(k)] = read.ok() ? 0 : 1;
         status = read.ok() ? Status::Corruption(ctx + ": file shrank while being read")
                            : read.status();
         return;
@@ -305,7 +305,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
                                    " bytes, expected 1.." +
                                    std::to_string(kMaxModelFingerprintBytes));
   }
-  const uint64_t plaintext = 44 + fp_len + 4 * uint64_t{tokens.size()} + payload.size();
+  const uint64_t plaintext = MetadataBytesFor(fp_len, tokens.size()) + payload.size();
   const uint64_t file_bytes = SealedFileBytes(plaintext, chunk_bytes_);
   const uint64_t budget = limits().budget_bytes;
   if (file_bytes > budget) {

@@ -363,6 +363,14 @@ TEST_F(DiskStoreTest, SaveIntoAReadOnlyFolderFailsCleanly) {
   EXPECT_EQ(Names(), std::vector<std::string>{CacheFileName(old.id)});
 }
 
+TEST_F(DiskStoreTest, FileDeletedBehindTheStoresBackIsNotFoundAndUnindexed) {
+  SavedEntryInfo a = SaveOk(Tokens(1, 10), "a");
+  fs::remove(PathOf(a.id));
+  EXPECT_EQ(store_->Load(a.id, kModelA).status().code(), Status::Code::kNotFound);
+  EXPECT_TRUE(store_->List().empty());
+  EXPECT_FALSE(store_->FindLongestPrefix(kModelA, Tokens(1, 10)).found);
+}
+
 TEST_F(DiskStoreTest, RemoveDeletesOneFile) {
   SavedEntryInfo a = SaveOk(Tokens(1, 10), "a");
   SavedEntryInfo b = SaveOk(Tokens(1, 10), "b");
@@ -475,6 +483,7 @@ TEST(DiskFormatTest, LayoutMatchesTheDocumentedWorkedExample) {
   RecordMeta meta{"sha256-64:9c1e22aa0b7d4f60", 1, 2, 3};
   std::vector<int32_t> tokens = {1, 15043, 29892};
   EXPECT_EQ(EncodeMetadata(meta, tokens, 10264).size(), 82u);
+  EXPECT_EQ(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()), 82u);
   EXPECT_EQ(SealedFileBytes(82 + 10264, kDefaultChunkBytes), 10426u);
   EXPECT_EQ(SealedFileBytes(98320478, kDefaultChunkBytes), 98320926u);
   auto layout = LayoutForFileSize(98320926, kDefaultChunkBytes);
