@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -219,7 +220,102 @@ Status Run(const Flags& f) {
   return Status::Ok();
 }
 
+const std::vector<FlagSpec> kLoadFlags = {
+    {"url", "http://127.0.0.1:8080", "base URL of an OpenAI-compatible server"},
+    {"model", "", "model name to request"},
+    {"clients", "1,4,8", "concurrent chats to measure, comma-separated"},
+    {"prompt-words", "60", "words in each chat's prompt"},
+    {"reply-tokens", "64", "max_tokens of each reply"},
+    {"requests", "2", "requests each client sends in a row"},
+};
+
+// N clients at once, each sending `requests` chats in a row (different
+// prompts, cache off so every request reads its prompt): aggregate generated
+// tokens/s and mean time to first token.
+Status RunLoad(const Flags& f) {
+  MX_ASSIGN_OR_RETURN(Target target, ParseUrl(f.Get("url")));
+  MX_ASSIGN_OR_RETURN(int64_t words, f.GetInt("prompt-words", 1, 100000));
+  MX_ASSIGN_OR_RETURN(int64_t reply_tokens, f.GetInt("reply-tokens", 1, 100000));
+  MX_ASSIGN_OR_RETURN(int64_t requests, f.GetInt("requests", 1, 1000));
+  std::vector<int64_t> levels;
+  std::string list = f.Get("clients");
+  for (size_t pos = 0; pos <= list.size();) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    MX_ASSIGN_OR_RETURN(int64_t n, ParseInt("--clients", list.substr(pos, comma - pos), 1, 256));
+    levels.push_back(n);
+    pos = comma + 1;
+  }
+  std::printf("%8s %10s %14s %14s %12s\n", "clients", "requests", "gen tokens", "tokens/s", "mean TTFT ms");
+  for (int64_t n : levels) {
+    std::vector<std::vector<TurnResult>> per_client(static_cast<size_t>(n));
+    std::vector<Status> errors(static_cast<size_t>(n));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int64_t c = 0; c < n; ++c) {
+      threads.emplace_back([&, c] {
+        std::mt19937 rng(static_cast<uint32_t>(1000 * n + c));
+        for (int64_t r = 0; r < requests; ++r) {
+          Json body = {{"messages", {{{"role", "user"}, {"content", Words(rng, static_cast<int>(words))}}}},
+                       {"max_tokens", reply_tokens}, {"temperature", 0}, {"stream", true},
+                       {"cache_prompt", false}, {"ignore_eos", true},
+                       {"stream_options", {{"include_usage", true}}}};
+          if (!f.Get("model").empty()) body["model"] = f.Get("model");
+          TurnResult tr;
+          std::string reply;
+          Status st = RunTurn(target, body, &tr, &reply);
+          if (!st.ok()) {
+            errors[static_cast<size_t>(c)] = st;
+            return;
+          }
+          per_client[static_cast<size_t>(c)].push_back(tr);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const Status& st : errors) MX_RETURN_IF_ERROR(st);
+    int64_t generated = 0, count = 0;
+    double ttft = 0;
+    for (const auto& v : per_client) {
+      for (const auto& r : v) {
+        generated += r.completion_tokens;
+        ttft += r.ttft_ms;
+        ++count;
+      }
+    }
+    std::printf("%8lld %10lld %14lld %14.1f %12.1f\n", static_cast<long long>(n), static_cast<long long>(count),
+                static_cast<long long>(generated), static_cast<double>(generated) / seconds,
+                count > 0 ? ttft / static_cast<double>(count) : 0.0);
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+int BenchLoadCommand(int argc, char** argv) {
+  auto flags = Flags::Parse(kLoadFlags, argc, argv, 3);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon bench load: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage("bench load",
+                            "Concurrent chats against an OpenAI-compatible server: aggregate generation "
+                            "tokens/s and mean time to first token per concurrency level.",
+                            kLoadFlags)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  Status st = RunLoad(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon bench load: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
 
 int BenchChatCommand(int argc, char** argv) {
   // argv: matricxon bench chat [flags]

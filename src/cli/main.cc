@@ -15,7 +15,8 @@ constexpr char kUsage[] =
     "  chat         chat with a model in the terminal, streaming tokens\n"
     "  serve        serve the models of a folder over an OpenAI-compatible HTTP API\n"
     "  bench        `bench engine`: prompt-reading and generation speed of a model;\n"
-    "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off\n"
+    "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off;\n"
+    "               `bench load`: generation tokens/s and TTFT with 1, 4, 8 concurrent chats\n"
     "\n"
     "Run `matricxon <command> --help` for the flags of a command.\n";
 

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/logging.h"
 #include "engine/text_stream.h"
@@ -167,6 +168,11 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   const auto& tok = *model_.tokenizer;
+  if (s.request.ignore_eos) {
+    masked_.assign(logits.begin(), logits.end());
+    for (int32_t eog : tok.eog_ids()) masked_[static_cast<size_t>(eog)] = -INFINITY;
+    logits = masked_;
+  }
   int32_t id = s.sampler->Sample(logits, s.history);
   if (tok.IsEog(id)) {
     Finish(s, "stop", Status::Ok());

@@ -71,6 +71,7 @@ struct GenRequest {
   int top_logprobs = 0;
   bool cache_prompt = true;  // false: read the whole prompt, leave the pool untouched
   bool has_images = false;   // image prompts never match a cached chat
+  bool ignore_eos = false;   // end-of-generation tokens are never sampled (benchmarks)
 };
 
 // The receiving end of one request. Events are queued by the compute loop and
@@ -135,6 +136,7 @@ class Scheduler {
   std::unique_ptr<models::Runner> runner_;
   std::unique_ptr<PromptCache> cache_;  // used by the compute thread only (stats: any thread)
   bool forward_failed_ = false;         // compute thread only
+  std::vector<float> masked_;           // compute thread only: logits without EOG (ignore_eos)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -117,6 +117,7 @@ Status ParseGeneration(const Json& j, GenerationFields* g) {
   }
   MX_RETURN_IF_ERROR(GetBool(j, "stream", &g->stream));
   MX_RETURN_IF_ERROR(GetBool(j, "cache_prompt", &g->cache_prompt));
+  MX_RETURN_IF_ERROR(GetBool(j, "ignore_eos", &g->ignore_eos));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return TypeError("stream_options", "an object");
     MX_RETURN_IF_ERROR(GetBool(*it, "include_usage", &g->include_usage));

@@ -28,6 +28,7 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool cache_prompt = true;    // llama.cpp server's switch: false = read everything, pool untouched
+  bool ignore_eos = false;     // llama.cpp server's switch: never end at an end-of-generation token
 };
 
 struct ChatRequest {

@@ -258,6 +258,7 @@ engine::GenRequest BaseRequest(const GenerationFields& g) {
   gr.max_tokens = g.max_tokens.value_or(INT64_MAX);
   gr.stop = g.stop;
   gr.cache_prompt = g.cache_prompt;
+  gr.ignore_eos = g.ignore_eos;
   return gr;
 }
 
