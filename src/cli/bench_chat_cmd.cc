@@ -183,9 +183,10 @@ Status Run(const Flags& f) {
     double sum_ttft = 0;
     for (int turn = 1; turn <= turns; ++turn) {
       messages.push_back({{"role", "user"}, {"content", Words(rng, static_cast<int>(user_words))}});
+      // ignore_eos: every reply has exactly reply-tokens tokens, so turns are comparable.
       Json body = {{"messages", messages},     {"max_tokens", reply_tokens}, {"temperature", 0},
                    {"stream", true},           {"cache_prompt", mode == "on"},
-                   {"stream_options", {{"include_usage", true}}}};
+                   {"ignore_eos", true},       {"stream_options", {{"include_usage", true}}}};
       if (!f.Get("model").empty()) body["model"] = f.Get("model");
       TurnResult r;
       r.turn = turn;
