@@ -86,6 +86,25 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
   return plan;
 }
 
+std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
+                                   int64_t min_kept) {
+  const size_t a = CommonPrefix(entry, prompt);
+  if (a >= prompt.size() || a + 1 >= entry.size()) return std::nullopt;
+  std::optional<ShiftPlan> best;
+  // The span ends where the entry picks up the prompt again: try every entry
+  // position holding the prompt's next token, keep the longest continuation.
+  for (size_t b = a + 1; b < entry.size(); ++b) {
+    if (entry[b] != prompt[a]) continue;
+    const size_t kept = CommonPrefix(entry.subspan(b), prompt.subspan(a));
+    if (static_cast<int64_t>(kept) < min_kept) continue;
+    if (!best || static_cast<int64_t>(kept) > best->kept) {
+      best = ShiftPlan{static_cast<int64_t>(a), static_cast<int64_t>(b), static_cast<int64_t>(kept)};
+    }
+    if (b + kept == entry.size()) break;  // kept the whole rest of the entry: nothing longer exists
+  }
+  return best;
+}
+
 std::vector<uint64_t> PlanEviction(std::span<const EntryInfo> entries, const PoolLimits& limits,
                                    uint64_t keep_id) {
   size_t count = entries.size(), bytes = 0;

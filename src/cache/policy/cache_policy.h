@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,6 +59,24 @@ size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
 // left to read, so that the reply has logits to start from.
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options);
+
+// Context shift (SPEC §4): the client dropped old messages, so the prompt is
+// the entry's tokens with one span [drop_begin, drop_end) removed after the
+// common start, followed by new tokens. Applying it removes the span from the
+// state, moves the later positions down (re-rotating their keys) and reuses
+// drop_begin + kept tokens.
+struct ShiftPlan {
+  int64_t drop_begin = 0;  // = the common start with the entry
+  int64_t drop_end = 0;    // first entry token kept after the span
+  int64_t kept = 0;        // entry tokens from drop_end on that the prompt continues with
+  int64_t reused() const { return drop_begin + kept; }
+};
+
+// Finds the removed span that lets `prompt` reuse the most of `entry`, when at
+// least `min_kept` tokens after the span still match (smaller gains are not
+// worth a shift). nullopt when the prompt is no such trim of the entry.
+std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
+                                   int64_t min_kept = 16);
 
 struct PoolLimits {
   size_t max_entries = 4;

@@ -104,6 +104,75 @@ TEST(PlanLookupTest, RecurrentStateReusesOnlyExactContinuations) {
   EXPECT_FALSE(p.why_none.empty());
 }
 
+// A chat trimmed by its client: system prompt kept, oldest turns dropped.
+TEST(PlanShiftTest, FindsTheDroppedSpan) {
+  auto system = Seq(0, 10), old_turns = Seq(100, 160), recent = Seq(200, 260), next = Seq(300, 320);
+  std::vector<int32_t> entry = system;
+  entry.insert(entry.end(), old_turns.begin(), old_turns.end());
+  entry.insert(entry.end(), recent.begin(), recent.end());
+  std::vector<int32_t> prompt = system;
+  prompt.insert(prompt.end(), recent.begin(), recent.end());
+  prompt.insert(prompt.end(), next.begin(), next.end());
+  auto plan = PlanShift(entry, prompt);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->drop_begin, 10);
+  EXPECT_EQ(plan->drop_end, 70);
+  EXPECT_EQ(plan->kept, 60);
+  EXPECT_EQ(plan->reused(), 70);
+}
+
+TEST(PlanShiftTest, DropInTheMiddleAndAtTheStart) {
+  auto e = Seq(0, 100);
+  std::vector<int32_t> middle(e.begin(), e.begin() + 40);
+  middle.insert(middle.end(), e.begin() + 60, e.end());
+  middle.push_back(-7);
+  auto plan = PlanShift(e, middle);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->drop_begin, 40);
+  EXPECT_EQ(plan->drop_end, 60);
+  EXPECT_EQ(plan->kept, 40);
+  // No system prompt: the span starts at position 0.
+  std::vector<int32_t> start(e.begin() + 30, e.end());
+  plan = PlanShift(e, start);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->drop_begin, 0);
+  EXPECT_EQ(plan->drop_end, 30);
+}
+
+TEST(PlanShiftTest, NothingToShift) {
+  auto e = Seq(0, 100);
+  auto longer = Seq(0, 120);  // a plain continuation: no span was dropped
+  EXPECT_FALSE(PlanShift(e, longer).has_value());
+  auto other = Seq(500, 600);  // an unrelated chat
+  EXPECT_FALSE(PlanShift(e, other).has_value());
+  std::vector<int32_t> few(e.begin(), e.begin() + 10);  // only 5 tokens continue after the span
+  few.insert(few.end(), e.begin() + 50, e.begin() + 55);
+  few.push_back(-1);
+  EXPECT_FALSE(PlanShift(e, few).has_value());
+  EXPECT_TRUE(PlanShift(e, few, /*min_kept=*/5).has_value());
+}
+
+TEST(PlanShiftTest, RepeatedShiftsKeepFindingTheSpan) {
+  // The chat overflows again and again: each time the oldest turn after the system prompt goes.
+  std::vector<int32_t> state = Seq(0, 8);  // system
+  for (int t = 0; t < 6; ++t) {
+    auto turn = Seq(1000 * (t + 1), 1000 * (t + 1) + 30);
+    state.insert(state.end(), turn.begin(), turn.end());
+  }
+  for (int round = 0; round < 4; ++round) {
+    std::vector<int32_t> prompt(state.begin(), state.begin() + 8);
+    prompt.insert(prompt.end(), state.begin() + 38, state.end());  // drop the oldest 30-token turn
+    auto next = Seq(50000 + 100 * round, 50000 + 100 * round + 30);
+    prompt.insert(prompt.end(), next.begin(), next.end());
+    auto plan = PlanShift(state, prompt);
+    ASSERT_TRUE(plan.has_value()) << round;
+    EXPECT_EQ(plan->drop_begin, 8);
+    EXPECT_EQ(plan->drop_end, 38);
+    EXPECT_EQ(plan->kept, static_cast<int64_t>(state.size()) - 38);
+    state = prompt;
+  }
+}
+
 TEST(PlanEvictionTest, LeastRecentlyUsedLeavesFirst) {
   std::vector<EntryInfo> e = {{1, {}, 0, 10, 5, false}, {2, {}, 0, 10, 1, false}, {3, {}, 0, 10, 3, false}};
   EXPECT_EQ(PlanEviction(e, {.max_entries = 2, .budget_bytes = 1000}, 0), std::vector<uint64_t>{2});
