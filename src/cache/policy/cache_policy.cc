@@ -11,6 +11,7 @@ const char* ReuseKindName(ReuseKind kind) {
     case ReuseKind::kInPlace: return "in place";
     case ReuseKind::kTruncateInPlace: return "truncated in place";
     case ReuseKind::kCopyPrefix: return "copy";
+    case ReuseKind::kShiftInPlace: return "context shift";
   }
   return "?";
 }
@@ -27,6 +28,34 @@ size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   while (i < n && a[i] == b[i]) ++i;
   return i;
 }
+
+namespace {
+
+// The best context shift over the idle entries, when it reuses more than
+// `plain_reuse` tokens.
+std::optional<LookupPlan> BestShift(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
+                                    const LookupOptions& options, int64_t plain_reuse) {
+  std::optional<LookupPlan> best;
+  for (const EntryInfo& e : entries) {
+    if (e.in_use || static_cast<int64_t>(e.tokens.size()) <= plain_reuse) continue;
+    auto s = PlanShift(e.tokens, prompt, options.min_shift_kept);
+    if (!s) continue;
+    s->kept = std::min<int64_t>(s->kept, static_cast<int64_t>(prompt.size()) - 1 - s->drop_begin);
+    if (s->kept <= 0 || s->reused() <= plain_reuse) continue;
+    if (best && s->reused() <= best->n_reuse) continue;
+    LookupPlan plan;
+    plan.kind = ReuseKind::kShiftInPlace;
+    plan.entry_id = e.id;
+    plan.entry_len = static_cast<int64_t>(e.tokens.size());
+    plan.lcp = s->drop_begin;
+    plan.n_reuse = s->reused();
+    plan.shift = *s;
+    best = plan;
+  }
+  return best;
+}
+
+}  // namespace
 
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options) {
@@ -45,6 +74,13 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
       best_lcp = lcp;
     }
   }
+  const int64_t plain_reuse =
+      best == nullptr ? 0 : std::min<int64_t>(static_cast<int64_t>(best_lcp), static_cast<int64_t>(prompt.size()) - 1);
+  // A trimmed chat (the client dropped old messages) may reuse more than any
+  // plain start; recurrent states cannot drop a span.
+  if (options.context_shift && !options.recurrent) {
+    if (auto shift = BestShift(entries, prompt, options, plain_reuse)) return *shift;
+  }
   if (best == nullptr || best_lcp == 0) {
     plan.why_none = options.recurrent && best == nullptr
                         ? "no cached chat of this hybrid model ends where this prompt continues"
@@ -53,7 +89,7 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
   }
   const int64_t lcp = static_cast<int64_t>(best_lcp);
   const int64_t entry_len = static_cast<int64_t>(best->tokens.size());
-  const int64_t reuse = std::min<int64_t>(lcp, static_cast<int64_t>(prompt.size()) - 1);
+  const int64_t reuse = plain_reuse;
   if (reuse <= 0) {
     plan.why_none = "the prompt is a single token";
     return plan;

@@ -28,6 +28,7 @@ enum class ReuseKind {
   kInPlace,          // continue the entry itself: all its tokens start the prompt
   kTruncateInPlace,  // the same chat again (its last reply differs): cut, then continue it
   kCopyPrefix,       // copy the shared start into a new entry; the original stays
+  kShiftInPlace,     // context shift: remove the span the client trimmed, then continue
 };
 const char* ReuseKindName(ReuseKind kind);
 
@@ -35,30 +36,12 @@ struct LookupOptions {
   // The state is recurrent (cannot be rewound or copied at an earlier
   // position): only an exact continuation of an entry can be reused.
   bool recurrent = false;
+  // Reuse an entry whose chat the client trimmed (SPEC §4,
+  // MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT). Never for recurrent states.
+  bool context_shift = true;
+  // A shift must keep at least this many tokens after the dropped span.
+  int64_t min_shift_kept = 16;
 };
-
-struct LookupPlan {
-  ReuseKind kind = ReuseKind::kNone;
-  uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
-  int64_t n_reuse = 0;    // prompt tokens whose state is kept
-  int64_t lcp = 0;        // longest common prefix with the chosen entry
-  int64_t entry_len = 0;  // tokens the chosen entry held before the plan
-  std::string why_none;   // for kNone: the reason, worded for the log (SPEC §8)
-};
-
-// Length of the longest common prefix of a and b.
-size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
-
-// Picks the entry sharing the longest start with `prompt` (ties: most recently
-// used) and how to continue from it. The entry is cut and continued in place
-// when the prompt leaves it inside the part it generated itself (its last
-// reply: a regenerated reply, or a reply whose text re-tokenizes differently)
-// — that is the same chat going on. A prompt that leaves it inside its
-// prompt part (another chat with the same start, an edited message) gets a
-// copy of the shared start, and the entry stays whole for its own chat. At least one prompt token is always
-// left to read, so that the reply has logits to start from.
-LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
-                      const LookupOptions& options);
 
 // Context shift (SPEC §4): the client dropped old messages, so the prompt is
 // the entry's tokens with one span [drop_begin, drop_end) removed after the
@@ -77,6 +60,30 @@ struct ShiftPlan {
 // worth a shift). nullopt when the prompt is no such trim of the entry.
 std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
                                    int64_t min_kept = 16);
+
+struct LookupPlan {
+  ReuseKind kind = ReuseKind::kNone;
+  uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
+  int64_t n_reuse = 0;    // prompt tokens whose state is kept
+  int64_t lcp = 0;        // longest common prefix with the chosen entry
+  int64_t entry_len = 0;  // tokens the chosen entry held before the plan
+  ShiftPlan shift;        // kShiftInPlace: the span to remove
+  std::string why_none;   // for kNone: the reason, worded for the log (SPEC §8)
+};
+
+// Length of the longest common prefix of a and b.
+size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
+
+// Picks the entry sharing the longest start with `prompt` (ties: most recently
+// used) and how to continue from it. The entry is cut and continued in place
+// when the prompt leaves it inside the part it generated itself (its last
+// reply: a regenerated reply, or a reply whose text re-tokenizes differently)
+// — that is the same chat going on. A prompt that leaves it inside its
+// prompt part (another chat with the same start, an edited message) gets a
+// copy of the shared start, and the entry stays whole for its own chat. At least one prompt token is always
+// left to read, so that the reply has logits to start from.
+LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
+                      const LookupOptions& options);
 
 struct PoolLimits {
   size_t max_entries = 4;

@@ -173,6 +173,33 @@ TEST(PlanShiftTest, RepeatedShiftsKeepFindingTheSpan) {
   }
 }
 
+TEST(PlanLookupTest, TrimmedChatShiftsUnlessTurnedOff) {
+  std::vector<int32_t> held = Seq(0, 10);  // system
+  auto old_turn = Seq(100, 140), rest = Seq(200, 300);
+  held.insert(held.end(), old_turn.begin(), old_turn.end());
+  held.insert(held.end(), rest.begin(), rest.end());
+  std::vector<int32_t> prompt = Seq(0, 10);
+  prompt.insert(prompt.end(), rest.begin(), rest.end());
+  prompt.push_back(-3);
+  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 1, 1, false}};
+  LookupPlan p = PlanLookup(e, prompt, {});
+  EXPECT_EQ(p.kind, ReuseKind::kShiftInPlace);
+  EXPECT_EQ(p.shift.drop_begin, 10);
+  EXPECT_EQ(p.shift.drop_end, 50);
+  EXPECT_EQ(p.n_reuse, 110);
+  LookupOptions off;
+  off.context_shift = false;
+  p = PlanLookup(e, prompt, off);
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 10);
+  e[0].in_use = true;  // an entry in use is never shifted
+  EXPECT_EQ(PlanLookup(e, prompt, {}).kind, ReuseKind::kCopyPrefix);
+  LookupOptions rec;
+  rec.recurrent = true;
+  e[0].in_use = false;
+  EXPECT_EQ(PlanLookup(e, prompt, rec).kind, ReuseKind::kNone);
+}
+
 TEST(PlanEvictionTest, LeastRecentlyUsedLeavesFirst) {
   std::vector<EntryInfo> e = {{1, {}, 0, 10, 5, false}, {2, {}, 0, 10, 1, false}, {3, {}, 0, 10, 3, false}};
   EXPECT_EQ(PlanEviction(e, {.max_entries = 2, .budget_bytes = 1000}, 0), std::vector<uint64_t>{2});

@@ -7,6 +7,7 @@
 //   Traits::Bytes(const State&) -> size_t
 //   Traits::CopyPrefix(const State&, int64_t n) -> Result<std::unique_ptr<State>>
 //   Traits::Truncate(State&, int64_t n) -> Status
+//   Traits::RemoveSpan(State&, int64_t begin, int64_t end) -> Status  (context shift)
 //   Traits::Fresh() -> std::unique_ptr<State>      (via the factory given at construction)
 //
 // Thread-safety: all methods are thread-safe. States are only touched by the
@@ -51,6 +52,7 @@ struct PoolCounters {
   uint64_t tokens_reused = 0;
   uint64_t evictions = 0;
   uint64_t copies = 0;
+  uint64_t shifts = 0;          // context shifts (a trimmed chat kept its cache)
 };
 
 template <typename State, typename Traits>
@@ -131,6 +133,17 @@ class RamPool {
           target->tokens.resize(static_cast<size_t>(plan.n_reuse));
           target->prompt_len = std::min(target->prompt_len, plan.n_reuse);
         }
+      } else if (plan.kind == ReuseKind::kShiftInPlace) {
+        target = &entries_.at(plan.entry_id);
+        const ShiftPlan& sp = plan.shift;
+        MX_RETURN_IF_ERROR(Traits::RemoveSpan(*target->state, sp.drop_begin, sp.drop_end));
+        MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
+        target->tokens.erase(target->tokens.begin() + sp.drop_begin, target->tokens.begin() + sp.drop_end);
+        target->tokens.resize(static_cast<size_t>(plan.n_reuse));
+        const int64_t removed = sp.drop_end - sp.drop_begin;
+        if (target->prompt_len > sp.drop_begin) target->prompt_len = std::max(sp.drop_begin, target->prompt_len - removed);
+        target->prompt_len = std::min(target->prompt_len, plan.n_reuse);
+        ++counters_.shifts;
       } else if (plan.kind == ReuseKind::kCopyPrefix) {
         const Entry& source = entries_.at(plan.entry_id);
         MX_ASSIGN_OR_RETURN(std::unique_ptr<State> copy, Traits::CopyPrefix(*source.state, plan.n_reuse));
@@ -151,6 +164,47 @@ class RamPool {
       lease.state_ = target->state.get();
       lease.plan_ = std::move(plan);
       evicted = EvictLocked(target->id);
+    }
+    Hand(std::move(evicted));
+    return lease;
+  }
+
+  // What Acquire(prompt) would reuse, without changing anything: the plan's
+  // n_reuse and, when nothing, why (the disk level compares it with its own
+  // best match before deciding where the state comes from).
+  LookupPlan Peek(std::span<const int32_t> prompt) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<EntryInfo> infos = InfosLocked();
+    return PlanLookup(infos, prompt, options_.lookup);
+  }
+
+  // Adds `state` (holding exactly `tokens`, e.g. loaded from disk) as a new
+  // entry pinned by the returned lease, which reuses all of `tokens`; then
+  // brings the pool back within its limits (the new entry stays).
+  Lease Adopt(std::vector<int32_t> tokens, std::unique_ptr<State> state) {
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    Lease lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t n = static_cast<int64_t>(tokens.size());
+      Entry& target = NewEntryLocked(std::move(tokens), std::move(state));
+      target.prompt_len = n;
+      target.in_use = true;
+      Touch(target);
+      ++counters_.lookups;
+      if (n > 0) {
+        ++counters_.hits;
+        counters_.tokens_reused += static_cast<uint64_t>(n);
+      }
+      LookupPlan plan;
+      plan.kind = ReuseKind::kInPlace;
+      plan.entry_id = target.id;
+      plan.n_reuse = plan.lcp = plan.entry_len = n;
+      lease.pool_ = this;
+      lease.id_ = target.id;
+      lease.state_ = target.state.get();
+      lease.plan_ = std::move(plan);
+      evicted = EvictLocked(target.id);
     }
     Hand(std::move(evicted));
     return lease;

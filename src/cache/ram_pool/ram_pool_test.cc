@@ -16,6 +16,10 @@ struct FakeTraits {
     c->content.assign(s.content.begin(), s.content.begin() + n);
     return c;
   }
+  static Status RemoveSpan(FakeState& s, int64_t begin, int64_t end) {
+    s.content.erase(s.content.begin() + begin, s.content.begin() + end);
+    return Status::Ok();
+  }
   static Status Truncate(FakeState& s, int64_t n) {
     s.content.resize(static_cast<size_t>(n));
     return Status::Ok();
@@ -95,6 +99,23 @@ TEST_F(RamPoolTest, RegeneratedReplyReusesThePrompt) {
   EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
   EXPECT_EQ(p.n_reuse, 49);
   EXPECT_EQ(pool->Stats().size(), 1u);
+}
+
+TEST_F(RamPoolTest, TrimmedChatIsShiftedInPlace) {
+  auto pool = MakePool(4, 1 << 20);
+  std::vector<int32_t> chat = Seq(0, 10);  // system
+  auto old_turn = Seq(100, 140), rest = Seq(200, 300);
+  chat.insert(chat.end(), old_turn.begin(), old_turn.end());
+  chat.insert(chat.end(), rest.begin(), rest.end());
+  Serve(*pool, chat);
+  std::vector<int32_t> trimmed = Seq(0, 10);
+  trimmed.insert(trimmed.end(), rest.begin(), rest.end());
+  trimmed.push_back(-3);
+  LookupPlan p = Serve(*pool, trimmed);  // Serve checks the state holds trimmed[0, n_reused)
+  EXPECT_EQ(p.kind, ReuseKind::kShiftInPlace);
+  EXPECT_EQ(p.n_reuse, 110);
+  EXPECT_EQ(pool->Stats().size(), 1u);
+  EXPECT_EQ(pool->counters().shifts, 1u);
 }
 
 TEST_F(RamPoolTest, BusyEntryGivesACopyAndIsNeverWrittenByTwo) {
