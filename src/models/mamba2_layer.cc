@@ -88,6 +88,11 @@ void Runner::Mamba2Layer(size_t layer, size_t rec_index, int64_t n) {
       kernels::RmsNorm(y + g * group_size, &w.ssm_norm[static_cast<size_t>(g * group_size)],
                        group_size, c.rms_eps, y + g * group_size);
     }
+    // A snapshot asked for after this token: save this layer's part of it.
+    if (float* snap = seq->PendingSnapshot(plan_[static_cast<size_t>(i)].pos + 1, rec_index)) {
+      const size_t floats = static_cast<size_t>((d_conv - 1) * n_ch + n_head * head_dim * d_state);
+      std::memcpy(snap, conv_state, floats * sizeof(float));
+    }
   }
   kernels::MatMul(w.ssm_out, ff2_.data(), d_inner, n, out_.data(), e, &pool_);
   kernels::Add(out_.data(), n * e, x_.data());

@@ -96,8 +96,56 @@ SequenceState::SequenceState(std::shared_ptr<const StateLayout> layout)
 }
 
 size_t SequenceState::SizeBytes() const {
-  return static_cast<size_t>(n_tokens_) * layout_->kv_bytes_per_token() +
-         layout_->recurrent_bytes();
+  size_t n = static_cast<size_t>(n_tokens_) * layout_->kv_bytes_per_token() + layout_->recurrent_bytes();
+  for (const auto& s : snapshots_) n += s.data.size() * sizeof(float);
+  return n;
+}
+
+void SequenceState::CommitTokens(int64_t n) {
+  n_tokens_ = n;
+  for (auto& s : snapshots_) {
+    if (s.n_tokens <= n) s.complete = true;
+  }
+}
+
+bool SequenceState::CanCutAt(int64_t n) const {
+  if (n < 0 || n > n_tokens_) return false;
+  if (!has_recurrent() || n == n_tokens_ || n == 0) return true;
+  for (const auto& s : snapshots_) {
+    if (s.complete && s.n_tokens == n) return true;
+  }
+  return false;
+}
+
+void SequenceState::RequestSnapshot(int64_t n) {
+  if (!has_recurrent() || n <= n_tokens_) return;
+  for (const auto& s : snapshots_) {
+    if (s.n_tokens == n) return;
+  }
+  if (snapshots_.size() >= kMaxSnapshots) snapshots_.erase(snapshots_.begin());
+  RecurrentSnapshot snap;
+  snap.n_tokens = n;
+  snap.data.resize(recurrent_.size());
+  auto at = std::upper_bound(snapshots_.begin(), snapshots_.end(), n,
+                             [](int64_t v, const RecurrentSnapshot& s) { return v < s.n_tokens; });
+  snapshots_.insert(at, std::move(snap));
+}
+
+std::vector<int64_t> SequenceState::SnapshotPositions() const {
+  std::vector<int64_t> out;
+  for (const auto& s : snapshots_) {
+    if (s.complete) out.push_back(s.n_tokens);
+  }
+  return out;
+}
+
+float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
+  for (auto& s : snapshots_) {
+    if (s.n_tokens == n && !s.complete) {
+      return s.data.data() + rec_layer * static_cast<size_t>(layout_->conv_floats + layout_->ssm_floats);
+    }
+  }
+  return nullptr;
 }
 
 size_t SequenceState::CapacityBytes() const {
@@ -131,13 +179,21 @@ Status SequenceState::Truncate(int64_t n) {
                                    std::to_string(n_tokens_));
   }
   if (has_recurrent() && n != n_tokens_) {
-    if (n != 0) {
+    if (!CanCutAt(n)) {
       return Status::InvalidArgument("recurrent state cannot be rewound from " +
                                      std::to_string(n_tokens_) + " to " + std::to_string(n) +
-                                     " tokens");
+                                     " tokens (no snapshot there)");
     }
-    std::fill(recurrent_.begin(), recurrent_.end(), 0.0f);
+    if (n == 0) {
+      std::fill(recurrent_.begin(), recurrent_.end(), 0.0f);
+    } else {
+      for (const auto& s : snapshots_) {
+        if (s.complete && s.n_tokens == n) recurrent_ = s.data;
+      }
+    }
   }
+  // Snapshots after the cut (and pending ones) describe tokens that are gone.
+  std::erase_if(snapshots_, [n](const RecurrentSnapshot& s) { return s.n_tokens > n || !s.complete; });
   n_tokens_ = n;
   return Status::Ok();
 }
@@ -147,10 +203,10 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
     return Status::InvalidArgument("copy of " + std::to_string(n) + " tokens, state holds " +
                                    std::to_string(n_tokens_));
   }
-  if (has_recurrent() && n != n_tokens_ && n != 0) {
+  if (!CanCutAt(n)) {
     return Status::InvalidArgument("recurrent state describes " + std::to_string(n_tokens_) +
-                                   " tokens and cannot be copied as a prefix of " +
-                                   std::to_string(n));
+                                   " tokens and has no snapshot at " + std::to_string(n) +
+                                   ": it cannot be copied as a prefix of that length");
   }
   auto out = std::make_unique<SequenceState>(layout_);
   // Exact-size allocation: a copy is sized for what it holds, and grows later.
@@ -161,7 +217,18 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
   }
   out->capacity_ = n;
   out->n_tokens_ = n;
-  if (n != 0) out->recurrent_ = recurrent_;
+  if (has_recurrent() && n != 0) {
+    if (n == n_tokens_) {
+      out->recurrent_ = recurrent_;
+    } else {
+      for (const auto& s : snapshots_) {
+        if (s.complete && s.n_tokens == n) out->recurrent_ = s.data;
+      }
+    }
+  }
+  for (const auto& s : snapshots_) {
+    if (s.complete && s.n_tokens <= n) out->snapshots_.push_back(s);
+  }
   return out;
 }
 
@@ -210,6 +277,16 @@ std::string SequenceState::Serialize() const {
     out.append(reinterpret_cast<const char*>(v_[i].data()), bytes);
   }
   out.append(reinterpret_cast<const char*>(recurrent_.data()), recurrent_.size() * sizeof(float));
+  // Complete snapshots: count, then (n_tokens, data) each.
+  std::vector<const RecurrentSnapshot*> done;
+  for (const auto& s : snapshots_) {
+    if (s.complete) done.push_back(&s);
+  }
+  PutU32(out, static_cast<uint32_t>(done.size()));
+  for (const RecurrentSnapshot* s : done) {
+    PutU64(out, static_cast<uint64_t>(s->n_tokens));
+    out.append(reinterpret_cast<const char*>(s->data.data()), s->data.size() * sizeof(float));
+  }
   return out;
 }
 
@@ -238,7 +315,18 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
     return Status::Corruption("state holds " + std::to_string(n) + " tokens, context is " +
                               std::to_string(layout->n_ctx));
   }
-  size_t expected = kHeaderBytes + n * layout->kv_bytes_per_token() + layout->recurrent_bytes();
+  const size_t body = kHeaderBytes + n * layout->kv_bytes_per_token() + layout->recurrent_bytes();
+  if (bytes.size() < body + 4) {
+    return Status::Corruption("state of " + std::to_string(n) + " tokens needs at least " +
+                              std::to_string(body + 4) + " bytes, got " + std::to_string(bytes.size()));
+  }
+  const uint32_t n_snap = GetU32(bytes.data() + body);
+  const size_t snap_bytes = 8 + layout->recurrent_bytes();
+  if (n_snap > SequenceState::kMaxSnapshots || (n_snap > 0 && layout->n_recurrent == 0)) {
+    return Status::Corruption("state lists " + std::to_string(n_snap) + " snapshots (at most " +
+                              std::to_string(layout->n_recurrent > 0 ? SequenceState::kMaxSnapshots : 0) + ")");
+  }
+  size_t expected = body + 4 + n_snap * snap_bytes;
   if (bytes.size() != expected) {
     return Status::Corruption("state of " + std::to_string(n) + " tokens should be " +
                               std::to_string(expected) + " bytes, got " +
@@ -255,6 +343,22 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
     p += rb;
   }
   std::memcpy(state->recurrent_.data(), p, layout->recurrent_bytes());
+  p += layout->recurrent_bytes() + 4;
+  int64_t prev = 0;
+  for (uint32_t i = 0; i < n_snap; ++i) {
+    RecurrentSnapshot s;
+    s.n_tokens = static_cast<int64_t>(GetU64(p));
+    if (s.n_tokens <= prev || s.n_tokens > static_cast<int64_t>(n)) {
+      return Status::Corruption("snapshot " + std::to_string(i) + " at " + std::to_string(s.n_tokens) +
+                                " tokens is out of order or past the state's " + std::to_string(n) + " tokens");
+    }
+    prev = s.n_tokens;
+    s.data.resize(state->recurrent_.size());
+    std::memcpy(s.data.data(), p + 8, layout->recurrent_bytes());
+    s.complete = true;
+    p += snap_bytes;
+    state->snapshots_.push_back(std::move(s));
+  }
   state->n_tokens_ = static_cast<int64_t>(n);
   return state;
 }

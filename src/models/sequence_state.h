@@ -25,7 +25,7 @@ namespace mx::models {
 
 // Bumped whenever the in-memory or serialized state layout changes, so that a
 // saved state is never read by an engine that lays it out differently.
-inline constexpr uint32_t kStateLayoutVersion = 1;
+inline constexpr uint32_t kStateLayoutVersion = 2;
 
 // The shape of a model's per-sequence state (derived from its config).
 struct StateLayout {
@@ -49,9 +49,21 @@ struct StateLayout {
   uint64_t Fingerprint() const;
 };
 
+// The recurrent state (all recurrent layers) as it was after n_tokens tokens.
+// Hybrid models keep a few of these per sequence so that a later prompt that
+// shares only part of the chat can restart from the newest one at or before
+// the shared start (SPEC §3).
+struct RecurrentSnapshot {
+  int64_t n_tokens = 0;
+  std::vector<float> data;  // [rec layer][conv_floats + ssm_floats], like the live state
+  bool complete = false;    // false while the forward pass that fills it is pending
+};
+
 class SequenceState {
  public:
   static constexpr int64_t kGrowTokens = 256;
+  // Most snapshots a state keeps; requesting more drops the oldest.
+  static constexpr size_t kMaxSnapshots = 8;
 
   explicit SequenceState(std::shared_ptr<const StateLayout> layout);
   SequenceState(const SequenceState&) = delete;
@@ -68,18 +80,32 @@ class SequenceState {
 
   // Makes room for n tokens in total. ResourceExhausted when n > n_ctx.
   Status Reserve(int64_t n);
-  // Marks positions [n_tokens, n) as written (the forward pass filled them).
+  // Marks positions [n_tokens, n) as written (the forward pass filled them);
+  // pending snapshots at or before n become complete.
   // REQUIRES: n <= capacity.
-  void CommitTokens(int64_t n) { n_tokens_ = n; }
+  void CommitTokens(int64_t n);
 
   // Drops positions >= n. Recurrent state cannot be rewound: for a model with
-  // recurrent layers only n == n_tokens() and n == 0 (reset) are allowed,
-  // anything else is InvalidArgument (restore a snapshot instead).
+  // recurrent layers n must be n_tokens(), 0 (reset) or the position of a
+  // complete snapshot (which then becomes the live recurrent state; newer
+  // snapshots are dropped); anything else is InvalidArgument.
   Status Truncate(int64_t n);
-  // A new state holding a copy of positions [0, n) (and the recurrent state,
-  // which must then describe exactly n tokens: n == n_tokens() for hybrids).
+  // A new state holding a copy of positions [0, n) and of the snapshots at or
+  // before n. For hybrids n must be n_tokens(), 0 or a snapshot position.
   // Costs a memory copy of n rows per layer.
   Result<std::unique_ptr<SequenceState>> ClonePrefix(int64_t n) const;
+  // True when Truncate(n) / ClonePrefix(n) can cut here.
+  bool CanCutAt(int64_t n) const;
+
+  // Hybrid models: asks the next forward passes to save the recurrent state
+  // as it is after `n` tokens. REQUIRES n > n_tokens(). No-op without
+  // recurrent layers. Keeps at most kMaxSnapshots (oldest dropped first).
+  void RequestSnapshot(int64_t n);
+  // Positions of the complete snapshots, oldest first.
+  std::vector<int64_t> SnapshotPositions() const;
+  // For the forward pass: the slice of the pending snapshot taken after
+  // `n` tokens for recurrent layer `rec_layer`, or null when none is pending.
+  float* PendingSnapshot(int64_t n, size_t rec_layer);
   // Removes positions [p0, p1) and moves later positions down by p1 - p0,
   // re-rotating their keys by -(p1 - p0) (RoPE is relative). Not possible
   // for recurrent layers (InvalidArgument).
@@ -115,6 +141,7 @@ class SequenceState {
   std::vector<std::vector<uint8_t>> k_;  // [attn layer][capacity * row bytes]
   std::vector<std::vector<uint8_t>> v_;
   std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]
+  std::vector<RecurrentSnapshot> snapshots_;  // sorted by n_tokens
 };
 
 }  // namespace mx::models

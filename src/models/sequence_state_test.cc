@@ -145,7 +145,7 @@ TEST_P(StateTest, SerializedStateContinuesExactly) {
   auto part = runner_->NewSequence();
   Read(part.get(), tokens, 0, 60, 60);
   std::string bytes = part->Serialize();
-  EXPECT_EQ(bytes.size(), 24 + part->SizeBytes());
+  EXPECT_EQ(bytes.size(), 28 + part->SizeBytes() + 8 * part->SnapshotPositions().size());
   auto back = SequenceState::Deserialize(runner_->layout(), bytes);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   std::vector<float> rest = Read(back->get(), tokens, 60, tokens.size(), 30);
@@ -242,6 +242,54 @@ TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
     EXPECT_LT(max_diff, 1e-4f);
     EXPECT_GT(max_diff, 0.0f);  // rotated, not copied from the fresh read
   }
+}
+
+// Hybrid models: snapshots of the recurrent state taken while reading let a
+// state be cut back (or copied) to a snapshot position, and continuing from
+// there gives exactly the logits of a fresh read.
+TEST(SnapshotTest, HybridStateRestartsExactlyFromASnapshot) {
+  auto model = Model::Load(Env::Default(), RefModelPath("tiny-hybrid-nemotron_h"), {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok());
+  auto runner = Runner::Create(**model, {.n_threads = 2, .kv_type = DType::kF16, .n_ctx = 512});
+  ASSERT_TRUE(runner.ok());
+  Runner& r = **runner;
+  auto tokens = RandomTokens(120, 11);
+  auto read = [&](SequenceState* seq, size_t begin, size_t end, size_t chunk) {
+    std::vector<float> all, logits;
+    for (size_t i = begin; i < end; i += chunk) {
+      std::vector<BatchEntry> batch;
+      for (size_t j = i; j < std::min(end, i + chunk); ++j) batch.push_back({seq, tokens[j], true});
+      EXPECT_TRUE(r.Forward(batch, &logits).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto fresh = r.NewSequence();
+  std::vector<float> want = read(fresh.get(), 0, 120, 120);
+
+  auto seq = r.NewSequence();
+  seq->RequestSnapshot(30);
+  seq->RequestSnapshot(75);
+  read(seq.get(), 0, 100, 64);  // the snapshots fall inside batches
+  EXPECT_EQ(seq->SnapshotPositions(), (std::vector<int64_t>{30, 75}));
+  EXPECT_EQ(seq->SizeBytes(), 100 * r.layout()->kv_bytes_per_token() + 3 * r.layout()->recurrent_bytes());
+  EXPECT_FALSE(seq->CanCutAt(50));
+  EXPECT_EQ(seq->Truncate(50).code(), Status::Code::kInvalidArgument);
+
+  // A copy cut at the first snapshot continues exactly.
+  auto copy = seq->ClonePrefix(30);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  std::vector<float> from30 = read(copy->get(), 30, 120, 17);
+  const size_t v = static_cast<size_t>(r.n_vocab());
+  EXPECT_EQ(std::memcmp(from30.data(), want.data() + 30 * v, from30.size() * sizeof(float)), 0);
+
+  // Through serialization, then cut in place at the second snapshot.
+  auto back = SequenceState::Deserialize(r.layout(), seq->Serialize());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE((*back)->Truncate(75).ok());
+  EXPECT_EQ((*back)->SnapshotPositions(), (std::vector<int64_t>{30, 75}));
+  std::vector<float> from75 = read(back->get(), 75, 120, 45);
+  EXPECT_EQ(std::memcmp(from75.data(), want.data() + 75 * v, from75.size() * sizeof(float)), 0);
 }
 
 TEST(RemoveSpanTest, RejectsBadSpansAndRecurrentState) {
