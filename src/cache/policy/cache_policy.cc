@@ -57,6 +57,48 @@ std::optional<LookupPlan> BestShift(std::span<const EntryInfo> entries, std::spa
 
 }  // namespace
 
+// Recurrent states: the newest usable cut (the live end of an idle entry, or
+// any snapshot) at or before each entry's shared start.
+LookupPlan PlanRecurrent(std::span<const EntryInfo> entries, std::span<const int32_t> prompt) {
+  LookupPlan plan;
+  const EntryInfo* best = nullptr;
+  int64_t best_cut = 0, best_lcp = 0, longest_lcp = 0;
+  for (const EntryInfo& e : entries) {
+    const int64_t lcp = static_cast<int64_t>(CommonPrefix(e.tokens, prompt));
+    longest_lcp = std::max(longest_lcp, lcp);
+    const int64_t limit = std::min<int64_t>(lcp, static_cast<int64_t>(prompt.size()) - 1);
+    const int64_t len = static_cast<int64_t>(e.tokens.size());
+    int64_t cut = (!e.in_use && len <= limit) ? len : 0;
+    for (int64_t c : e.cut_points) {
+      if (c <= limit && c <= len && c > cut) cut = c;
+    }
+    if (cut > best_cut || (cut == best_cut && cut > 0 && e.last_used > best->last_used)) {
+      best = &e;
+      best_cut = cut;
+      best_lcp = lcp;
+    }
+  }
+  if (best == nullptr) {
+    plan.why_none = longest_lcp == 0 ? "no cached chat shares a start with this prompt"
+                                     : "no snapshot of the hybrid model's state lies within the shared start";
+    return plan;
+  }
+  plan.entry_id = best->id;
+  plan.lcp = best_lcp;
+  plan.entry_len = static_cast<int64_t>(best->tokens.size());
+  plan.n_reuse = best_cut;
+  if (best->in_use) {
+    plan.kind = ReuseKind::kCopyPrefix;  // never two writers: copy its snapshot
+  } else if (best_cut == plan.entry_len) {
+    plan.kind = ReuseKind::kInPlace;
+  } else if (best_lcp >= best->prompt_len) {
+    plan.kind = ReuseKind::kTruncateInPlace;
+  } else {
+    plan.kind = ReuseKind::kCopyPrefix;
+  }
+  return plan;
+}
+
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options) {
   LookupPlan plan;
@@ -64,11 +106,11 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
     plan.why_none = "RAM holds no conversations";
     return plan;
   }
+  if (options.recurrent) return PlanRecurrent(entries, prompt);
   const EntryInfo* best = nullptr;
   size_t best_lcp = 0;
   for (const EntryInfo& e : entries) {
     size_t lcp = CommonPrefix(e.tokens, prompt);
-    if (options.recurrent && lcp != e.tokens.size()) continue;  // only exact continuations
     if (best == nullptr || lcp > best_lcp || (lcp == best_lcp && e.last_used > best->last_used)) {
       best = &e;
       best_lcp = lcp;
@@ -78,13 +120,11 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
       best == nullptr ? 0 : std::min<int64_t>(static_cast<int64_t>(best_lcp), static_cast<int64_t>(prompt.size()) - 1);
   // A trimmed chat (the client dropped old messages) may reuse more than any
   // plain start; recurrent states cannot drop a span.
-  if (options.context_shift && !options.recurrent) {
+  if (options.context_shift) {
     if (auto shift = BestShift(entries, prompt, options, plain_reuse)) return *shift;
   }
   if (best == nullptr || best_lcp == 0) {
-    plan.why_none = options.recurrent && best == nullptr
-                        ? "no cached chat of this hybrid model ends where this prompt continues"
-                        : "no cached chat shares a start with this prompt";
+    plan.why_none = "no cached chat shares a start with this prompt";
     return plan;
   }
   const int64_t lcp = static_cast<int64_t>(best_lcp);
@@ -98,17 +138,6 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
   plan.lcp = lcp;
   plan.entry_len = entry_len;
   plan.n_reuse = reuse;
-  if (options.recurrent) {
-    // A recurrent state exists at its last position only.
-    if (reuse != entry_len || best->in_use) {
-      plan = LookupPlan();
-      plan.why_none = best->in_use ? "the matching hybrid chat is in use by another request"
-                                   : "the prompt repeats the cached hybrid chat exactly and its state cannot be rewound";
-      return plan;
-    }
-    plan.kind = ReuseKind::kInPlace;
-    return plan;
-  }
   const int64_t tail = entry_len - reuse;
   if (best->in_use) {
     plan.kind = ReuseKind::kCopyPrefix;
@@ -139,6 +168,16 @@ std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<con
     if (b + kept == entry.size()) break;  // kept the whole rest of the entry: nothing longer exists
   }
   return best;
+}
+
+std::vector<int64_t> SnapshotPlan(int64_t prompt_len, int64_t n_reused, int64_t every, size_t max_count) {
+  std::vector<int64_t> out;
+  if (every > 0) {
+    for (int64_t p = (n_reused / every + 1) * every; p < prompt_len - 1; p += every) out.push_back(p);
+  }
+  if (prompt_len - 1 > n_reused) out.push_back(prompt_len - 1);
+  if (out.size() > max_count) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_count));
+  return out;
 }
 
 std::vector<uint64_t> PlanEviction(std::span<const EntryInfo> entries, const PoolLimits& limits,

@@ -21,6 +21,9 @@ struct EntryInfo {
   size_t bytes = 0;                 // the state's exact size
   uint64_t last_used = 0;           // larger = more recent
   bool in_use = false;              // a request is reading or extending it now
+  // Recurrent (hybrid) states: positions of their snapshots, where the state
+  // can be cut or copied besides its end.
+  std::span<const int64_t> cut_points = {};
 };
 
 enum class ReuseKind {
@@ -33,8 +36,9 @@ enum class ReuseKind {
 const char* ReuseKindName(ReuseKind kind);
 
 struct LookupOptions {
-  // The state is recurrent (cannot be rewound or copied at an earlier
-  // position): only an exact continuation of an entry can be reused.
+  // The state is recurrent: it exists at its end and at its snapshots
+  // (EntryInfo::cut_points) only, so a prompt restarts from the newest of
+  // those at or before the shared start.
   bool recurrent = false;
   // Reuse an entry whose chat the client trimmed (SPEC §4,
   // MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT). Never for recurrent states.
@@ -84,6 +88,13 @@ size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
 // left to read, so that the reply has logits to start from.
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options);
+
+// Hybrid models: where to snapshot the recurrent state while a prompt of
+// `prompt_len` tokens is read from `n_reused` on — every `every` tokens and
+// one token before the end (a regenerated reply restarts there), the newest
+// `max_count` of those.
+std::vector<int64_t> SnapshotPlan(int64_t prompt_len, int64_t n_reused, int64_t every = 256,
+                                  size_t max_count = 8);
 
 struct PoolLimits {
   size_t max_entries = 4;

@@ -90,21 +90,51 @@ TEST(PlanLookupTest, InUseEntryIsCopiedNeverTouched) {
   EXPECT_EQ(p.n_reuse, 10);
 }
 
-TEST(PlanLookupTest, RecurrentStateReusesOnlyExactContinuations) {
+TEST(PlanLookupTest, RecurrentStateRestartsFromTheNewestSnapshotWithinTheSharedStart) {
   LookupOptions rec;
   rec.recurrent = true;
-  auto held = Seq(0, 10);
-  std::vector<EntryInfo> e = {{1, held, static_cast<int64_t>(held.size()), 1, 1, false}};
-  auto longer = Seq(0, 15);
-  EXPECT_EQ(PlanLookup(e, longer, rec).kind, ReuseKind::kInPlace);
-  auto edited = Seq(0, 8);
+  auto held = Seq(0, 100);  // 90 prompt tokens + a 10-token reply
+  std::vector<int64_t> cuts = {32, 64, 89};
+  std::vector<EntryInfo> e = {{1, held, 90, 1, 1, false, cuts}};
+  auto longer = Seq(0, 115);  // the next turn: the live end continues in place
+  LookupPlan p = PlanLookup(e, longer, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kInPlace);
+  EXPECT_EQ(p.n_reuse, 100);
+  auto regen = Seq(0, 90);  // regenerate: the snapshot one token before the prompt's end
+  p = PlanLookup(e, regen, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kTruncateInPlace);
+  EXPECT_EQ(p.n_reuse, 89);
+  auto edited = Seq(0, 70);  // an edited message: newest snapshot at or before 70, copied
   edited.push_back(-1);
-  LookupPlan p = PlanLookup(e, edited, rec);
+  p = PlanLookup(e, edited, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 64);
+  auto early = Seq(0, 20);  // shares less than the first snapshot
+  early.push_back(-1);
+  p = PlanLookup(e, early, rec);
   EXPECT_EQ(p.kind, ReuseKind::kNone);
-  EXPECT_FALSE(p.why_none.empty());
+  EXPECT_EQ(p.why_none, "no snapshot of the hybrid model's state lies within the shared start");
+  e[0].in_use = true;  // in use: the live end is off limits, snapshots can still be copied
+  p = PlanLookup(e, longer, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 89);
+  // A fresh copy in use whose last snapshot is its end is still only copied.
+  auto copy_tokens = Seq(0, 64);
+  std::vector<int64_t> copy_cuts = {64};
+  std::vector<EntryInfo> busy = {{2, copy_tokens, 64, 1, 1, true, copy_cuts}};
+  p = PlanLookup(busy, longer, rec);
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 64);
 }
 
-// A chat trimmed by its client: system prompt kept, oldest turns dropped.
+TEST(SnapshotPlanTest, EveryNTokensAndBeforeTheEndNewestKept) {
+  EXPECT_EQ(SnapshotPlan(600, 0, 256), (std::vector<int64_t>{256, 512, 599}));
+  EXPECT_EQ(SnapshotPlan(600, 300, 256), (std::vector<int64_t>{512, 599}));
+  EXPECT_EQ(SnapshotPlan(100, 0, 256), (std::vector<int64_t>{99}));
+  EXPECT_EQ(SnapshotPlan(100, 99, 256), (std::vector<int64_t>{}));
+  EXPECT_EQ(SnapshotPlan(3000, 0, 256, 3), (std::vector<int64_t>{2560, 2816, 2999}));
+}
+
 TEST(PlanShiftTest, FindsTheDroppedSpan) {
   auto system = Seq(0, 10), old_turns = Seq(100, 160), recent = Seq(200, 260), next = Seq(300, 320);
   std::vector<int32_t> entry = system;

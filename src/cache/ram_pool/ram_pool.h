@@ -8,6 +8,7 @@
 //   Traits::CopyPrefix(const State&, int64_t n) -> Result<std::unique_ptr<State>>
 //   Traits::Truncate(State&, int64_t n) -> Status
 //   Traits::RemoveSpan(State&, int64_t begin, int64_t end) -> Status  (context shift)
+//   Traits::CutPoints(const State&) -> std::vector<int64_t>  (snapshot positions; empty if none)
 //   Traits::Fresh() -> std::unique_ptr<State>      (via the factory given at construction)
 //
 // Thread-safety: all methods are thread-safe. States are only touched by the
@@ -131,6 +132,7 @@ class RamPool {
         if (static_cast<int64_t>(target->tokens.size()) != plan.n_reuse) {
           MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
           target->tokens.resize(static_cast<size_t>(plan.n_reuse));
+          target->cut_points = Traits::CutPoints(*target->state);
           target->prompt_len = std::min(target->prompt_len, plan.n_reuse);
         }
       } else if (plan.kind == ReuseKind::kShiftInPlace) {
@@ -138,6 +140,7 @@ class RamPool {
         const ShiftPlan& sp = plan.shift;
         MX_RETURN_IF_ERROR(Traits::RemoveSpan(*target->state, sp.drop_begin, sp.drop_end));
         MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
+        target->cut_points = Traits::CutPoints(*target->state);
         target->tokens.erase(target->tokens.begin() + sp.drop_begin, target->tokens.begin() + sp.drop_end);
         target->tokens.resize(static_cast<size_t>(plan.n_reuse));
         const int64_t removed = sp.drop_end - sp.drop_begin;
@@ -252,6 +255,7 @@ class RamPool {
   struct Entry {
     uint64_t id = 0;
     std::vector<int32_t> tokens;
+    std::vector<int64_t> cut_points;  // Traits::CutPoints of the state, refreshed on every change
     int64_t prompt_len = 0;
     std::unique_ptr<State> state;
     size_t bytes = 0;
@@ -263,7 +267,9 @@ class RamPool {
   std::vector<EntryInfo> InfosLocked() const {
     std::vector<EntryInfo> infos;
     infos.reserve(entries_.size());
-    for (const auto& [id, e] : entries_) infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use});
+    for (const auto& [id, e] : entries_) {
+      infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use, e.cut_points});
+    }
     return infos;
   }
 
@@ -272,6 +278,7 @@ class RamPool {
     e.id = ++next_id_;
     e.tokens = std::move(tokens);
     e.bytes = Traits::Bytes(*state);
+    e.cut_points = Traits::CutPoints(*state);
     e.state = std::move(state);
     return entries_.emplace(e.id, std::move(e)).first->second;
   }
@@ -308,6 +315,7 @@ class RamPool {
       e.tokens = std::move(tokens);
       e.prompt_len = std::min<int64_t>(prompt_len, static_cast<int64_t>(e.tokens.size()));
       e.bytes = Traits::Bytes(*e.state);
+      e.cut_points = Traits::CutPoints(*e.state);
       e.in_use = false;
       Touch(e);
       evicted = EvictLocked(id);

@@ -16,6 +16,7 @@ struct FakeTraits {
     c->content.assign(s.content.begin(), s.content.begin() + n);
     return c;
   }
+  static std::vector<int64_t> CutPoints(const FakeState&) { return {}; }
   static Status RemoveSpan(FakeState& s, int64_t begin, int64_t end) {
     s.content.erase(s.content.begin() + begin, s.content.begin() + end);
     return Status::Ok();
