@@ -5,9 +5,15 @@
 // includes other processes' turns.
 // Counters: GFLOP/s = 2 * rows * cols * tokens per second; GB/s = weight
 // bytes streamed per second (meaningful for decode, 1 token).
+// The machine's ceilings, measured here too so the figures can be read as a
+// fraction of them: BM_PeakFma (f32 FMA GFLOP/s of one core, AVX-512 or
+// AVX2) and BM_StreamRead / BM_StreamCopy (memory GB/s over 256 MiB, far
+// beyond the caches), with 1 and 2 threads.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -65,8 +71,9 @@ void BM_MatMul(benchmark::State& state) {
 }
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                         DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                         DType::kQ6_K};
   const int64_t shapes[][2] = {{576, 1536}, {1536, 576}, {1024, 3072}};
   for (DType t : types) {
     for (const auto& s : shapes) {
@@ -75,6 +82,12 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
         for (int64_t threads : {1, 2})
           b->Args({static_cast<int64_t>(t), s[0], s[1], tokens, threads});
       }
+    }
+    // Decode from memory rather than cache: a 24576 x 1024 matrix (tens of
+    // MB, larger than L2) as the output head streams it.
+    if (RowBytes(t, 1024) != 0) {
+      for (int64_t threads : {1, 2})
+        b->Args({static_cast<int64_t>(t), 1024, 24576, 1, threads});
     }
   }
   b->ArgNames({"type", "cols", "rows", "tokens", "threads"});
@@ -173,6 +186,92 @@ void BM_Rope(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Rope);
+
+// ------------------------------------------------------------ ceilings
+
+// 12 independent FMA chains (enough to cover FMA latency x ports), 16 lanes.
+__attribute__((target("avx512f"))) float FmaLoop512(int64_t iters) {
+  __m512 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) float FmaLoop256(int64_t iters) {
+  __m256 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[7];
+}
+
+// Peak f32 FMA throughput of one core on the widest vectors this CPU has.
+void BM_PeakFma(benchmark::State& state) {
+  const bool wide = __builtin_cpu_supports("avx512f");
+  if (!wide && !__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  const int64_t iters = 1 << 20;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wide ? FmaLoop512(iters) : FmaLoop256(iters));
+  }
+  const double flops_per_iter = 12.0 * (wide ? 16 : 8) * 2;
+  state.SetLabel(wide ? "avx512, 1 core" : "avx2, 1 core");
+  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iter * iters * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PeakFma)->Unit(benchmark::kMillisecond);
+
+// Memory bandwidth: each of `threads` workers reads (or copies) its share of
+// a 256 MiB buffer; GB/s counts bytes read (+ written for the copy).
+void BM_Stream(benchmark::State& state, bool copy) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t n = size_t{256} << 20;
+  static std::vector<uint64_t> src(n / 8, 1), dst(n / 8, 2);
+  ThreadPool* pool = &Pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads));
+  for (auto _ : state) {
+    pool->ParallelFor(threads, [&](int64_t t, int) {
+      const size_t words = src.size() / static_cast<size_t>(threads);
+      const uint64_t* s = src.data() + static_cast<size_t>(t) * words;
+      if (copy) {
+        std::memcpy(dst.data() + static_cast<size_t>(t) * words, s, words * 8);
+      } else {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (size_t i = 0; i + 4 <= words; i += 4) {
+          a0 += s[i];
+          a1 += s[i + 1];
+          a2 += s[i + 2];
+          a3 += s[i + 3];
+        }
+        sums[static_cast<size_t>(t)] = a0 + a1 + a2 + a3;
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n) * (copy ? 2 : 1) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_StreamRead(benchmark::State& state) { BM_Stream(state, false); }
+void BM_StreamCopy(benchmark::State& state) { BM_Stream(state, true); }
+BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StreamCopy)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace mx::kernels

@@ -14,6 +14,7 @@ constexpr char kUsage[] =
     "  make-model   write a synthetic GGUF model of any shape (tests, benchmarks)\n"
     "  chat         chat with a model in the terminal, streaming tokens\n"
     "  serve        serve the models of a folder over an OpenAI-compatible HTTP API\n"
+    "  cache        `cache ls`, `cache verify`, `cache purge`: the saved prompt caches on disk\n"
     "  bench        `bench engine`: prompt-reading and generation speed of a model;\n"
     "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off;\n"
     "               `bench load`: generation tokens/s and TTFT with 1, 4, 8 concurrent chats\n"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   if (command == "chat") return mx::cli::ChatCommand(argc, argv);
   if (command == "serve") return mx::cli::ServeCommand(argc, argv);
   if (command == "bench") return mx::cli::BenchCommand(argc, argv);
+  if (command == "cache") return mx::cli::CacheCommand(argc, argv);
   std::fprintf(stderr, "matricxon: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,4 +1,5 @@
 // matricxon make-model: writes a synthetic GGUF model (models/synthetic_model.h).
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -23,7 +24,9 @@ const std::vector<FlagSpec> kFlags = {
     {"ffn", "", "feed-forward width"},
     {"vocab", "", "vocabulary size (>= 262)"},
     {"context", "", "training context length"},
-    {"type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0"},
+    {"type", "f32",
+     "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
+     "q6_k, or q4_k_m (llama.cpp's Q4_K_M mix)"},
     {"tied", "", "tie the output head to the token embeddings", true},
     {"untied", "", "separate output head", true},
     {"seed", "1", "weight seed"},
@@ -31,12 +34,31 @@ const std::vector<FlagSpec> kFlags = {
     {"quiet", "", "no progress output", true},
 };
 
-Result<DType> ParseWeightType(const std::string& s) {
-  if (s == "f32" || s == "F32") return DType::kF32;
-  if (s == "f16" || s == "F16") return DType::kF16;
-  if (s == "bf16" || s == "BF16") return DType::kBF16;
-  if (s == "q8_0" || s == "Q8_0") return DType::kQ8_0;
-  return Status::InvalidArgument("--type '" + s + "': expected f32, f16, bf16 or q8_0");
+// Sets the weight type (or the Q4_K_M mix) of `spec` from a --type value.
+Status ParseWeightType(const std::string& s, models::SyntheticSpec* spec) {
+  std::string lower;
+  for (char c : s) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (lower == "q4_k_m") {
+    spec->q4_k_m = true;
+    return Status::Ok();
+  }
+  static const struct {
+    const char* name;
+    DType type;
+  } kTypes[] = {{"f32", DType::kF32},   {"f16", DType::kF16},   {"bf16", DType::kBF16},
+                {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1},
+                {"q5_0", DType::kQ5_0}, {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K},
+                {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
+  for (const auto& t : kTypes) {
+    if (lower == t.name) {
+      spec->weight_type = t.type;
+      spec->q4_k_m = false;
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument("--type '" + s +
+                                 "': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                 "q4_k, q5_k, q6_k or q4_k_m");
 }
 
 Status Run(const Flags& f) {
@@ -55,7 +77,7 @@ Status Run(const Flags& f) {
       MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));
     }
   }
-  MX_ASSIGN_OR_RETURN(spec.weight_type, ParseWeightType(f.Get("type")));
+  MX_RETURN_IF_ERROR(ParseWeightType(f.Get("type"), &spec));
   if (f.GetBool("tied")) spec.tied_embeddings = true;
   if (f.GetBool("untied")) spec.tied_embeddings = false;
   MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));

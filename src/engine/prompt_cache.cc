@@ -1,5 +1,9 @@
 #include "engine/prompt_cache.h"
 
+#include <algorithm>
+
+#include "core/logging.h"
+
 namespace mx::engine {
 namespace {
 
@@ -8,6 +12,7 @@ cache::RamPoolOptions PoolOptions(const PromptCacheOptions& o, bool recurrent) {
   p.limits.max_entries = static_cast<size_t>(o.slots);
   p.limits.budget_bytes = static_cast<size_t>(o.budget_bytes);
   p.lookup.recurrent = recurrent;
+  p.lookup.context_shift = o.context_shift;
   return p;
 }
 
@@ -15,14 +20,101 @@ std::string Rereading(size_t n, const std::string& why) {
   return "re-reading the entire chat (" + std::to_string(n) + " tokens): " + why;
 }
 
+
+SequencePool::EvictFn DiskHook(const DiskLevel& disk, SequencePool::EvictFn on_evict) {
+  if (disk.store == nullptr) return on_evict;
+  return [store = disk.store, binding = disk.binding](std::vector<int32_t> tokens,
+                                                      std::unique_ptr<models::SequenceState> state) {
+    store->Enqueue({binding, std::move(tokens), std::move(state)});
+  };
+}
+
 }  // namespace
 
 PromptCache::PromptCache(const models::Runner& runner, const PromptCacheOptions& options, Env* env,
-                         SequencePool::EvictFn on_evict)
+                         SequencePool::EvictFn on_evict, DiskLevel disk)
     : runner_(runner),
+      env_(env),
+      disk_(std::move(disk)),
       pool_(PoolOptions(options, runner.layout()->n_recurrent > 0),
             [&runner] { return runner.NewSequence(); }, [env] { return env->WallMicros(); },
-            std::move(on_evict)) {}
+            DiskHook(disk_, std::move(on_evict))) {}
+
+bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t,
+                          std::string* why) {
+  const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt);
+  if (!m.found) {
+    *why = m.why_none;
+    return false;
+  }
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  const int64_t n_entry = static_cast<int64_t>(m.entry.n_tokens);
+  // At least one prompt token is left to read, so the reply has logits.
+  const int64_t use = std::min<int64_t>(static_cast<int64_t>(m.common_prefix), n_prompt - 1);
+  if (n_entry > runner_.n_ctx()) {
+    *why = "the best saved cache (" + std::to_string(n_entry) + " tokens) is longer than this context (" +
+           std::to_string(runner_.n_ctx()) + ")";
+    return false;
+  }
+  if (use < ram.n_reuse + disk_.store->min_gain_tokens()) {
+    *why = "the best saved cache shares only " + std::to_string(std::max<int64_t>(use, 0)) + " tokens";
+    return false;
+  }
+  const uint64_t t0 = env_->NowMicros();
+  auto loaded = disk_.store->Load(m.entry.id, disk_.binding, disk_.io_pool);
+  if (!loaded.ok()) {
+    MX_LOG(kWarn) << "saved cache " << m.entry.id << " could not be loaded: " << loaded.status().ToString();
+    *why = "the saved cache could not be loaded (" + loaded.status().message() + ")";
+    return false;
+  }
+  auto state = models::SequenceState::Deserialize(runner_.layout(), loaded->payload());
+  Status st = state.ok() ? Status::Ok() : state.status();
+  if (st.ok() && ((*state)->n_tokens() != static_cast<int64_t>(loaded->tokens.size()) ||
+                  static_cast<int64_t>(cache::CommonPrefix(loaded->tokens, prompt)) < use)) {
+    st = Status::Corruption("saved cache " + m.entry.id + ": its state does not hold the tokens it was found by");
+  }
+  if (!st.ok()) {
+    // A damaged state is deleted; one that only does not fit this server
+    // (e.g. more tokens than the context now holds) is left alone.
+    const bool damaged = st.code() == Status::Code::kCorruption || st.code() == Status::Code::kNotSupported;
+    MX_LOG(kWarn) << "saved cache " << m.entry.id << " was not used" << (damaged ? " and is deleted: " : ": ")
+                  << st.ToString();
+    if (damaged) disk_.store->Remove(m.entry.id);
+    *why = "the saved cache could not be used (" + st.message() + ")";
+    return false;
+  }
+  // Recurrent state cannot be rewound: cut at the newest snapshot (or the
+  // end) at or before `use`.
+  int64_t cut = use;
+  if ((*state)->has_recurrent()) {
+    cut = 0;
+    std::vector<int64_t> points = (*state)->SnapshotPositions();
+    points.push_back((*state)->n_tokens());
+    for (int64_t p : points) {
+      if (p <= use && (*state)->CanCutAt(p)) cut = std::max(cut, p);
+    }
+    if (cut < ram.n_reuse + disk_.store->min_gain_tokens()) {
+      *why = "the best saved cache has no recurrent snapshot within the shared start";
+      return false;
+    }
+  }
+  if (cut < (*state)->n_tokens()) {
+    if (Status cut_st = (*state)->Truncate(cut); !cut_st.ok()) {
+      *why = "the saved cache could not be cut (" + cut_st.message() + ")";
+      return false;
+    }
+  }
+  std::vector<int32_t> tokens(loaded->tokens.begin(), loaded->tokens.begin() + cut);
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state).value());
+  t->n_reused_ = cut;
+  t->log_ = "reused " + std::to_string(cut) + " of " + std::to_string(n_prompt) +
+            " tokens from disk (a saved cache of " + std::to_string(n_entry) + " tokens, loaded in " +
+            std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";
+  // The whole saved chat now lives in RAM and goes back to disk when it
+  // leaves the pool; keeping the file too would only duplicate it.
+  if (cut == n_entry) disk_.store->Remove(m.entry.id);
+  return true;
+}
 
 Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use_cache,
                                        bool has_images) {
@@ -33,12 +125,22 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
                                                  : "the request turned the cache off (cache_prompt: false)");
     return t;
   }
+  std::string disk_why;
+  if (disk_.store != nullptr) {
+    if (TryDisk(prompt, pool_.Peek(prompt), &t, &disk_why)) return t;
+  }
   MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt));
   const cache::LookupPlan& plan = t.lease_.plan();
   t.n_reused_ = t.lease_.n_reused();
   switch (plan.kind) {
     case cache::ReuseKind::kNone:
-      t.log_ = Rereading(prompt.size(), plan.why_none);
+      if (disk_why.empty()) {
+        t.log_ = Rereading(prompt.size(), plan.why_none);
+      } else if (disk_why == "the saved cache was made by another model") {
+        t.log_ = Rereading(prompt.size(), disk_why + "; " + plan.why_none);
+      } else {
+        t.log_ = Rereading(prompt.size(), plan.why_none + "; " + disk_why);
+      }
       break;
     case cache::ReuseKind::kInPlace:
     case cache::ReuseKind::kTruncateInPlace:
@@ -53,6 +155,12 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
                " tokens from a copy of a cached chat's shared start";
       break;
+    case cache::ReuseKind::kShiftInPlace:
+      t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
+               " tokens from RAM after a context shift (dropped " +
+               std::to_string(plan.shift.drop_end - plan.shift.drop_begin) + " trimmed tokens at position " +
+               std::to_string(plan.shift.drop_begin) + ")";
+      break;
   }
   return t;
 }
@@ -64,6 +172,27 @@ void PromptCache::Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_
 void PromptCache::Abandon(CacheTicket ticket) {
   // Destroying an uncommitted lease drops its entry.
   ticket.lease_ = SequencePool::Lease();
+}
+
+void PromptCache::FlushToDisk() {
+  if (disk_.store == nullptr) return;
+  const size_t n = pool_.Stats().size();
+  const uint64_t t0 = env_->NowMicros();
+  pool_.Flush();
+  const size_t written = disk_.store->Drain(disk_.binding, disk_.store->flush_timeout_ms(), disk_.io_pool);
+  if (n > 0 || written > 0) {
+    MX_LOG(kInfo) << "saved caches: flushed " << written << " cached chats to disk in "
+                  << (env_->NowMicros() - t0) / 1000 << " ms";
+  }
+}
+
+bool PromptCache::WriteOnePending() {
+  if (disk_.store == nullptr) return false;
+  return disk_.store->WriteOne(disk_.binding, disk_.io_pool);
+}
+
+bool PromptCache::HasPendingWrites() const {
+  return disk_.store != nullptr && disk_.store->HasPending(disk_.binding);
 }
 
 }  // namespace mx::engine

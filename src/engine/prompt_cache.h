@@ -4,9 +4,14 @@
 // saying what the cache did; when the request ends it hands the state back
 // with the tokens it now holds.
 //
-// Thread-safety: Start/Finish are called on the model's compute loop (the
-// thread that also runs Forward), which keeps copies of in-use entries safe;
-// Stats/counters may be read from any thread.
+// With a DiskLevel (saved caches, SPEC §5, docs/saved_caches.md) entries
+// leaving the pool are queued for the disk, and Start() loads a saved cache
+// of this exact model instead when it shares a longer start with the prompt
+// than anything in RAM (by at least the store's min_gain_tokens).
+//
+// Thread-safety: Start/Finish/FlushToDisk/WriteOnePending are called on the
+// model's compute loop (the thread that also runs Forward), which keeps
+// copies of in-use entries safe; Stats/counters may be read from any thread.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +23,8 @@
 #include "cache/ram_pool/ram_pool.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/saved_cache.h"
 #include "models/runner.h"
 #include "models/sequence_state.h"
 
@@ -30,12 +37,32 @@ struct SequenceTraits {
     return s.ClonePrefix(n);
   }
   static Status Truncate(models::SequenceState& s, int64_t n) { return s.Truncate(n); }
+  static std::vector<int64_t> CutPoints(const models::SequenceState& s) { return s.SnapshotPositions(); }
+  static Status RemoveSpan(models::SequenceState& s, int64_t begin, int64_t end) {
+    return s.RemoveSpan(begin, end);
+  }
 };
 using SequencePool = cache::RamPool<models::SequenceState, SequenceTraits>;
 
 struct PromptCacheOptions {
   int64_t slots = 4;                       // MATRICXON_PROMPT_CACHE_SLOTS (1..64)
   uint64_t budget_bytes = uint64_t{2048} << 20;  // MATRICXON_PROMPT_CACHE_BUDGET_MB
+  bool context_shift = true;               // MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT
+  // The server's saved caches (the disk level), optional; must outlive the
+  // schedulers using it. The scheduler turns it into a DiskLevel.
+  SavedCacheStore* saved = nullptr;
+};
+
+// The disk level of one model's cache: the server's saved-cache store and
+// this model's binding. States leaving the pool are queued there; a prompt
+// whose longest match is a saved cache (longer than any RAM match by at
+// least store->min_gain_tokens()) loads it back. `io_pool` (the runner's
+// threads, optional) opens chunks in parallel; REQUIRES: used only on the
+// compute loop.
+struct DiskLevel {
+  SavedCacheStore* store = nullptr;
+  cache::ModelBinding binding;
+  ThreadPool* io_pool = nullptr;
 };
 
 // One request's hold on a state: either a pool lease (cache on) or a private
@@ -57,8 +84,10 @@ class CacheTicket {
 
 class PromptCache {
  public:
+  // `disk` (optional): the saved-cache level; store must outlive the cache.
+  // `on_evict` (optional) sees leaving entries when there is no disk level.
   PromptCache(const models::Runner& runner, const PromptCacheOptions& options, Env* env,
-              SequencePool::EvictFn on_evict = {});
+              SequencePool::EvictFn on_evict = {}, DiskLevel disk = {});
 
   // Picks the state for `prompt`. With use_cache false or images in the
   // prompt, the pool is neither read nor changed.
@@ -69,12 +98,27 @@ class PromptCache {
   void Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len);
   // The request failed: a pooled entry is dropped (its state may be partial).
   void Abandon(CacheTicket ticket);
+  // Unload / shutdown: every idle entry leaves the pool (to the write
+  // queue), then the queue of this model is written, for at most the
+  // store's flush timeout. REQUIRES: no request runs (the loop stopped).
+  void FlushToDisk();
+  // The compute loop is idle: writes one queued state of this model.
+  // False when none was queued.
+  bool WriteOnePending();
+  bool HasPendingWrites() const;
 
   SequencePool& pool() { return pool_; }
   const SequencePool& pool() const { return pool_; }
 
  private:
+  // Tries the disk level for `prompt` when it beats `ram` (the pool's own
+  // plan). On success fills `t` and returns true; otherwise sets *why to
+  // what the disk said (for the log line).
+  bool TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t, std::string* why);
+
   const models::Runner& runner_;
+  Env* env_;
+  DiskLevel disk_;
   SequencePool pool_;
 };
 

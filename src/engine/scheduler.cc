@@ -69,7 +69,17 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
                      std::unique_ptr<models::Runner> runner)
     : model_(model), options_(options), env_(env), runner_(std::move(runner)) {
   if (options_.prompt_chunk < 1) options_.prompt_chunk = 256;
-  cache_ = std::make_unique<PromptCache>(*runner_, options_.cache, env_);
+  DiskLevel disk;
+  if (options_.cache.saved != nullptr) {
+    const uint64_t t0 = env_->NowMicros();
+    disk.store = options_.cache.saved;
+    disk.binding = ComputeModelBinding(*model.model, *runner_->layout(), &runner_->pool());
+    disk.io_pool = &runner_->pool();
+    MX_LOG(kInfo) << "model " << options_.model_name << ": content fingerprint "
+                  << disk.binding.model_fingerprint.substr(0, 23) << "... computed in "
+                  << (env_->NowMicros() - t0) / 1000 << " ms";
+  }
+  cache_ = std::make_unique<PromptCache>(*runner_, options_.cache, env_, SequencePool::EvictFn{}, std::move(disk));
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -80,6 +90,7 @@ Scheduler::~Scheduler() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  cache_->FlushToDisk();
   for (auto& [req, stream] : queue_) {
     GenEvent ev;
     ev.final = true;
@@ -137,6 +148,13 @@ Status Scheduler::StartSlot(Slot& s) {
   MX_ASSIGN_OR_RETURN(s.ticket, cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images));
   s.seq = &s.ticket.state();
   s.cached = s.ticket.n_reused();
+  // Hybrid models: keep snapshots of the recurrent state while the prompt is
+  // read, so later prompts sharing only part of it can restart there.
+  if (s.seq->has_recurrent()) {
+    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(s.request.prompt.size()), s.cached)) {
+      s.seq->RequestSnapshot(p);
+    }
+  }
   MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line();
   return Status::Ok();
 }
@@ -150,11 +168,11 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   ev.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
   ev.cached_tokens = s.cached;
   ev.completion_tokens = s.generated;
-  s.stream->Push(std::move(ev));
   s.done = true;
   // Hand the state back: it holds exactly the first n_tokens() of history
   // (the last sampled token is never read). A failed forward pass may have
-  // left it half-written, so then it is dropped.
+  // left it half-written, so then it is dropped. This happens before the
+  // final event, so a client that has its reply sees the pool updated.
   if (s.seq != nullptr) {
     if (forward_failed_) {
       cache_->Abandon(std::move(s.ticket));
@@ -164,6 +182,8 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
     }
     s.seq = nullptr;
   }
+  ev.time_us = env_->NowMicros();
+  s.stream->Push(std::move(ev));
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
@@ -188,6 +208,7 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   ev.text = s.text->Push(tok.TokenToPiece(id));
   s.history.push_back(id);
   ++s.generated;
+  ev.time_us = env_->NowMicros();
   s.stream->Push(std::move(ev));
   if (s.text->stopped()) {
     Finish(s, "stop", Status::Ok());
@@ -206,7 +227,10 @@ void Scheduler::Loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
+      // Pending disk writes wake the loop only when it is idle.
+      cv_.wait(lock, [&] {
+        return stop_ || !slots.empty() || !queue_.empty() || cache_->HasPendingWrites();
+      });
       if (stop_) break;
       while (static_cast<int>(slots.size()) < options_.n_parallel && !queue_.empty()) {
         auto slot = std::make_unique<Slot>();
@@ -216,6 +240,10 @@ void Scheduler::Loop() {
         slots.push_back(std::move(slot));
       }
       active_count_ = static_cast<int>(slots.size());
+    }
+    if (slots.empty()) {  // idle: no request is active or waiting
+      cache_->WriteOnePending();
+      continue;
     }
     // Start new slots, drop cancelled ones.
     for (auto& s : slots) {

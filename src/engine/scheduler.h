@@ -10,7 +10,9 @@
 //
 // A request starts from the state the model's prompt cache picks (the
 // cached chat sharing the longest start, SPEC §2) and reads only the rest of
-// its prompt; when it ends, its state goes back to the pool.
+// its prompt; when it ends, its state goes back to the pool. States that
+// leave the pool are written to disk by this same loop, one at a time, only
+// while no request is active, so disk work never overlaps a reply.
 //
 //   auto stream = scheduler->Submit(std::move(request));
 //   GenEvent ev;
@@ -44,7 +46,11 @@ struct SchedulerOptions {
   int n_parallel = 4;          // sequences decoded at once
   int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
   std::string model_name;      // for log lines
-  PromptCacheOptions cache;    // the RAM pool of cached conversations
+  // The RAM pool of cached conversations and, through cache.saved, the
+  // server's saved caches: states leaving the pool are queued there and
+  // written by this loop only while it has no request (never during a
+  // reply); unload flushes the pool.
+  PromptCacheOptions cache;
 };
 
 // One generated token, or the end of the reply (final = true).
@@ -60,6 +66,7 @@ struct GenEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   int64_t completion_tokens = 0;
+  uint64_t time_us = 0;  // when the compute loop queued it (Env::NowMicros; 0 for early errors)
 };
 
 struct GenRequest {
@@ -101,7 +108,8 @@ class Scheduler {
   // the scheduler.
   static Result<std::unique_ptr<Scheduler>> Create(const LoadedModel& model, const SchedulerOptions& options,
                                                    Env* env);
-  // Ends every request (final event with an error), stops the thread.
+  // Ends every request (final event with an error), stops the thread, then
+  // flushes the RAM pool to the saved caches (bounded by their flush timeout).
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

@@ -30,7 +30,7 @@ class SchedulerTest : public ::testing::Test {
 
   static std::unique_ptr<Scheduler> Make(int parallel, int64_t chunk = 256) {
     auto s = Scheduler::Create(*model_, {.n_threads = 1, .n_ctx = 512, .n_parallel = parallel,
-                                         .prompt_chunk = chunk, .model_name = "test"},
+                                         .prompt_chunk = chunk, .model_name = "test", .cache = {}},
                                Env::Default());
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +61,22 @@ bool WeightTypeSupported(DType type);
 // (runs on the caller).
 void MatMul(const Matrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y,
             int64_t ldy, ThreadPool* pool);
+
+// One product of MatMuls: y = W x as in MatMul.
+struct MatMulJob {
+  Matrix w;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+inline constexpr size_t kMaxMatMulJobs = 4;
+// Several independent products (e.g. Q, K, V of one layer) in one parallel
+// region (up to kMaxMatMulJobs at a time), so the threads meet once instead
+// of once per product. Each job's results are exactly MatMul's. REQUIRES: no
+// job's y overlaps another job's x or y.
+void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool);
 
 // Converts n values (n a multiple of the block size) of `type` to f32.
 void DequantizeRow(DType type, const uint8_t* src, float* dst, int64_t n);

@@ -449,10 +449,12 @@ TEST_P(MatMulTest, BatchInvariantBitForBit) {
 
 TEST_P(MatMulTest, BatchInvariantForLongPrompts) {
   // Above the per-task token block, with many row blocks and threads.
+  // Every weight type: decode sizes run the fused (direct) kernels, long
+  // prompts the f32 panels; both must give the same bits.
   ThreadPool pool(3);
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K}) {
+  for (DType type : AllWeightTypes()) {
     SCOPED_TRACE(DTypeName(type));
-    const int64_t n_tokens = 200, n_rows = 150, n_cols = 256;
+    const int64_t n_tokens = 200, n_rows = 150, n_cols = 512;
     const TestMatrix tm = MakeMatrix(type, n_rows, n_cols, 21);
     const std::vector<float> x = RandomVec(n_tokens * n_cols, 22);
     const std::vector<float> all = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
@@ -460,6 +462,34 @@ TEST_P(MatMulTest, BatchInvariantForLongPrompts) {
     const std::vector<float> c7 = MatMulChunked(tm.m, x, n_tokens, 7, &pool);
     EXPECT_EQ(0, std::memcmp(all.data(), one.data(), all.size() * 4));
     EXPECT_EQ(0, std::memcmp(all.data(), c7.data(), all.size() * 4));
+  }
+}
+
+TEST_P(MatMulTest, GroupedProductsEqualSeparateOnes) {
+  // MatMuls over five jobs (more than one group) of mixed types and token
+  // counts gives each job exactly MatMul's bits.
+  ThreadPool pool(2);
+  const DType types[] = {DType::kQ8_0, DType::kQ4_K, DType::kF16, DType::kQ5_0, DType::kQ6_K};
+  const int64_t n_cols = 512;
+  std::vector<TestMatrix> ms;
+  std::vector<std::vector<float>> xs, grouped, single;
+  std::vector<MatMulJob> jobs;
+  for (int i = 0; i < 5; ++i) {
+    const int64_t n_tokens = i % 2 == 0 ? 1 : 9, n_rows = 40 + 8 * i;
+    ms.push_back(MakeMatrix(types[i], n_rows, n_cols, 40 + i));
+    xs.push_back(RandomVec(n_tokens * n_cols, 50 + i));
+    grouped.emplace_back(static_cast<size_t>(n_tokens * n_rows));
+    single.emplace_back(static_cast<size_t>(n_tokens * n_rows));
+  }
+  for (int i = 0; i < 5; ++i) {
+    const int64_t n_tokens = i % 2 == 0 ? 1 : 9;
+    jobs.push_back({ms[i].m, xs[i].data(), n_cols, n_tokens, grouped[i].data(), ms[i].m.n_rows});
+    MatMul(ms[i].m, xs[i].data(), n_cols, n_tokens, single[i].data(), ms[i].m.n_rows, nullptr);
+  }
+  MatMuls(jobs, &pool);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(0, std::memcmp(grouped[i].data(), single[i].data(), grouped[i].size() * 4))
+        << "job " << i;
   }
 }
 

@@ -1,10 +1,11 @@
 // MatMul driver: splits the output into (row block x token block) tasks for
 // the thread pool and feeds each block to the active path's gemm, either on
-// the weights as stored (converted in registers; up to the path's
-// direct_max_tokens for the type) or on a row panel converted to f32 first
-// (the conversion then amortised over the block's tokens). How the work is
-// split only affects speed: every output element has one fixed reduction
-// order on a path (isa.h GemmFn).
+// the weights as stored (converted in registers by fused kernels; up to the
+// path's direct_max_tokens for the type) or on a row panel converted to f32
+// first (the conversion then amortised over the block's tokens). MatMuls runs
+// several products' tasks in one parallel region. How the work is split only
+// affects speed: every output element has one fixed reduction order on a
+// path (isa.h GemmFn).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -38,63 +39,111 @@ float* PanelBuffer(size_t n_floats) {
 
 }  // namespace
 
-void MatMul(const Matrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
-            ThreadPool* pool) {
-  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
-  if (n_tokens <= 0 || n_rows <= 0) return;
-  if (n_cols <= 0) {
-    for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * ldy, y + t * ldy + n_rows, 0.0f);
-    return;
-  }
-  const internal::IsaOps& ops = internal::Ops();
+namespace {
+
+// How one product is cut into (row block x token block) tasks.
+struct Split {
+  bool try_direct;
+  int64_t token_block, n_token_blocks;
+  int64_t row_block, n_row_blocks;
+  int64_t panel_stride;  // floats per panel row
+  int64_t n_tasks() const { return n_row_blocks * n_token_blocks; }
+};
+
+Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) {
+  Split s;
+  const int64_t n_rows = j.w.n_rows, n_cols = j.w.n_cols;
   // Few tokens: stream the stored rows once (converting in registers). Many
   // tokens: convert each row block into a 64-byte aligned f32 panel that every
   // token tile of the task reuses from L2; which is faster depends on the type.
-  const bool try_direct = n_tokens <= ops.direct_max_tokens(w.type);
-  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-
+  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type);
   // Token blocks: all tokens for decode-sized calls, else kTokenBlock each.
-  const int64_t token_block = n_tokens <= kTokenBlock ? n_tokens : kTokenBlock;
-  const int64_t n_token_blocks = CeilDiv(n_tokens, token_block);
+  s.token_block = j.n_tokens <= kTokenBlock ? j.n_tokens : kTokenBlock;
+  s.n_token_blocks = CeilDiv(j.n_tokens, s.token_block);
   // Row blocks: enough tasks for every thread, bounded by the panel size.
-  const int64_t panel_stride = (n_cols + 15) / 16 * 16;  // floats per panel row
+  s.panel_stride = (n_cols + 15) / 16 * 16;
   const int64_t want_row_blocks =
-      std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, n_token_blocks));
+      std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks));
   int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), kRowAlign) * kRowAlign;
   int64_t max_rows = kMaxRowBlock;
-  if (!try_direct) {
+  if (!s.try_direct) {
     max_rows =
-        std::max<int64_t>(kRowAlign, kPanelBytes / (panel_stride * 4) / kRowAlign * kRowAlign);
+        std::max<int64_t>(kRowAlign, kPanelBytes / (s.panel_stride * 4) / kRowAlign * kRowAlign);
   }
-  row_block = std::clamp<int64_t>(row_block, kRowAlign,
-                                  std::max<int64_t>(kRowAlign, std::min(max_rows, kMaxRowBlock)));
-  const int64_t n_row_blocks = CeilDiv(n_rows, row_block);
-  const int64_t n_tasks = n_row_blocks * n_token_blocks;
+  s.row_block = std::clamp<int64_t>(row_block, kRowAlign,
+                                    std::max<int64_t>(kRowAlign, std::min(max_rows, kMaxRowBlock)));
+  s.n_row_blocks = CeilDiv(n_rows, s.row_block);
+  return s;
+}
 
-  auto run_task = [&](int64_t task, int /*thread*/) {
-    const int64_t rb = task % n_row_blocks, tb = task / n_row_blocks;
-    const int64_t r0 = rb * row_block, rows = std::min(row_block, n_rows - r0);
-    const int64_t t0 = tb * token_block, tokens = std::min(token_block, n_tokens - t0);
-    const float* xb = x + t0 * ldx;
-    float* yb = y + t0 * ldy + r0;
-    const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
-    if (try_direct && ops.gemm(w.type, wb, w.row_bytes, rows, n_cols, xb, ldx, tokens, yb, ldy))
-      return;
-    float* panel = PanelBuffer(static_cast<size_t>(rows * panel_stride));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = wb + static_cast<size_t>(r) * w.row_bytes;
-      float* dst = panel + r * panel_stride;
-      if (!ops.dequant_row(w.type, src, dst, n_cols))
-        internal::DequantizeRowRef(w.type, src, dst, n_cols);
-    }
-    ops.gemm(DType::kF32, reinterpret_cast<const uint8_t*>(panel),
-             static_cast<size_t>(panel_stride) * 4, rows, n_cols, xb, ldx, tokens, yb, ldy);
+void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, int64_t task) {
+  const Matrix& w = j.w;
+  const int64_t rb = task % s.n_row_blocks, tb = task / s.n_row_blocks;
+  const int64_t r0 = rb * s.row_block, rows = std::min(s.row_block, w.n_rows - r0);
+  const int64_t t0 = tb * s.token_block, tokens = std::min(s.token_block, j.n_tokens - t0);
+  const float* xb = j.x + t0 * j.ldx;
+  float* yb = j.y + t0 * j.ldy + r0;
+  const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
+  if (s.try_direct &&
+      ops.gemm(w.type, wb, w.row_bytes, rows, w.n_cols, xb, j.ldx, tokens, yb, j.ldy))
+    return;
+  float* panel = PanelBuffer(static_cast<size_t>(rows * s.panel_stride));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = wb + static_cast<size_t>(r) * w.row_bytes;
+    float* dst = panel + r * s.panel_stride;
+    if (!ops.dequant_row(w.type, src, dst, w.n_cols))
+      internal::DequantizeRowRef(w.type, src, dst, w.n_cols);
+  }
+  ops.gemm(DType::kF32, reinterpret_cast<const uint8_t*>(panel),
+           static_cast<size_t>(s.panel_stride) * 4, rows, w.n_cols, xb, j.ldx, tokens, yb, j.ldy);
+}
+
+}  // namespace
+
+void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool) {
+  if (jobs.size() > kMaxMatMulJobs) {
+    MatMuls(jobs.first(kMaxMatMulJobs), pool);
+    MatMuls(jobs.subspan(kMaxMatMulJobs), pool);
+    return;
+  }
+  const internal::IsaOps& ops = internal::Ops();
+  const int n_threads = pool != nullptr ? pool->n_threads() : 1;
+  // Every job's tasks in one list: job i owns tasks [first[i], first[i + 1]).
+  struct Planned {
+    const MatMulJob* job;
+    Split split;
+    int64_t first;
   };
-  if (pool == nullptr || n_tasks == 1) {
+  Planned planned[kMaxMatMulJobs];
+  size_t n_planned = 0;
+  int64_t n_tasks = 0;
+  for (const MatMulJob& j : jobs) {
+    if (j.n_tokens <= 0 || j.w.n_rows <= 0) continue;
+    if (j.w.n_cols <= 0) {
+      for (int64_t t = 0; t < j.n_tokens; ++t)
+        std::fill(j.y + t * j.ldy, j.y + t * j.ldy + j.w.n_rows, 0.0f);
+      continue;
+    }
+    const Split s = PlanSplit(ops, j, n_threads);
+    planned[n_planned++] = {&j, s, n_tasks};
+    n_tasks += s.n_tasks();
+  }
+  auto run_task = [&](int64_t task, int /*thread*/) {
+    size_t i = 0;
+    while (i + 1 < n_planned && task >= planned[i + 1].first) ++i;
+    RunTask(ops, *planned[i].job, planned[i].split, task - planned[i].first);
+  };
+  if (pool == nullptr || n_tasks <= 1) {
     for (int64_t task = 0; task < n_tasks; ++task) run_task(task, 0);
   } else {
     pool->ParallelFor(n_tasks, run_task);
   }
+}
+
+void MatMul(const Matrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+            ThreadPool* pool) {
+  const MatMulJob job{w, x, ldx, n_tokens, y, ldy};
+  MatMuls({&job, 1}, pool);
 }
 
 }  // namespace mx::kernels

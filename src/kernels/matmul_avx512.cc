@@ -7,6 +7,12 @@
 // shape runs exactly that per-element sequence, and all weight loaders give
 // the exact dequantized f32 values (as quant.cc), so the value of y[t, r]
 // never depends on the tile it was computed in.
+//
+// Weights reach the FMAs three ways, all with the same values: F32/F16/BF16
+// column loaders (Tile); fused block kernels for Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K and Q6_K (BlockTile: scales read once per block, values
+// converted in registers, weights streamed once — the decode path); and, for
+// long prompts, f32 panels converted by the same block loaders (matmul.cc).
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
@@ -20,6 +26,30 @@ using avx512::LoadBF16;
 using avx512::LoadF16;
 using avx512::LoadF32;
 using avx512::LoadQ8_0;
+
+// Writes the RM x RN accumulators' sums: sums of 4 rows at once (same
+// per-element order as HSum); missing rows of a short tile are zero vectors
+// whose sums are not stored.
+template <int RM, int RN>
+inline void StoreTile(const __m512 (&acc)[RM][RN], float* y, int64_t ldy) {
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) {
+#pragma GCC unroll 2
+    for (int r = 0; r < RM; r += 4) {
+      const __m128 s = HSum4(acc[r][t], r + 1 < RM ? acc[r + 1 < RM ? r + 1 : r][t] : zero,
+                             r + 2 < RM ? acc[r + 2 < RM ? r + 2 : r][t] : zero,
+                             r + 3 < RM ? acc[r + 3 < RM ? r + 3 : r][t] : zero);
+      float* out = y + t * ldy + r;
+      const int n = RM - r < 4 ? RM - r : 4;
+      if (n == 4) {
+        _mm_storeu_ps(out, s);
+      } else {
+        _mm_mask_storeu_ps(out, static_cast<__mmask8>((1u << n) - 1u), s);
+      }
+    }
+  }
+}
 
 // One register tile: RM rows (row r at w + r * row_bytes) x RN tokens.
 template <class L, int RM, int RN>
@@ -39,6 +69,17 @@ void Tile(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, in
   }
   int64_t k = 0;
   for (; k + 16 <= n_cols; k += 16) {
+    if constexpr (RN <= 2) {
+      // Decode streams each weight once: fetch two tiles ahead, a line at a time.
+      if ((k * L::kBytesPer16 / 16) % 64 == 0) {
+#pragma GCC unroll 8
+        for (int r = 0; r < RM; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + 2 * RM * row_bytes +
+                                                     k * L::kBytesPer16 / 16),
+                       _MM_HINT_T0);
+        }
+      }
+    }
     __m512 xv[RN];
 #pragma GCC unroll 8
     for (int t = 0; t < RN; ++t) xv[t] = _mm512_loadu_ps(xs[t] + k);
@@ -61,73 +102,294 @@ void Tile(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, in
       for (int t = 0; t < RN; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
-  // Sums of 4 rows at once (same per-element order as HSum); missing rows
-  // of a short tile are zero vectors whose sums are not stored.
-  const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) {
-#pragma GCC unroll 2
-    for (int r = 0; r < RM; r += 4) {
-      const __m128 s = HSum4(acc[r][t], r + 1 < RM ? acc[r + 1 < RM ? r + 1 : r][t] : zero,
-                             r + 2 < RM ? acc[r + 2 < RM ? r + 2 : r][t] : zero,
-                             r + 3 < RM ? acc[r + 3 < RM ? r + 3 : r][t] : zero);
-      float* out = y + t * ldy + r;
-      const int n = RM - r < 4 ? RM - r : 4;
-      if (n == 4) {
-        _mm_storeu_ps(out, s);
+  StoreTile<RM, RN>(acc, y, ldy);
+}
+
+// Column-loader tiles (weights converted 16 values at a time).
+template <class L>
+struct Cols {
+  template <int RM, int RN>
+  static void Run(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, int64_t ldx,
+                  float* y, int64_t ldy) {
+    Tile<L, RM, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
+  }
+};
+
+static inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+static inline __m512 IntsToFloats(__m128i bytes) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+}
+static inline __m128i LowNibbles(__m128i b) { return _mm_and_si128(b, _mm_set1_epi8(0x0F)); }
+static inline __m128i HighNibbles(__m128i b) {
+  return _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+}
+static inline __m128i Load16(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// Block loaders for the fused kernels: Prepare() reads a block's scales once,
+// Vec(block, head, v) returns values [16 v, 16 v + 16) of the block as the
+// exact f32 numbers dequant_blocks.h computes (same operations, same order),
+// so a fused tile runs the same per-element FMA sequence as the f32 panel.
+//
+// 4- and 5-bit types look their values up in a per-(block, scale) table of
+// the 16 (32) possible values, built with dequant_blocks.h's expression:
+// vpermps / vpermt2ps use only the low 4 (5) index bits, so a zero-extended
+// byte indexes its low nibble directly and a shifted one its high nibble.
+
+// [0, 1, ..., 15] and [16, ..., 31] as floats and ints.
+static inline __m512 Iota() {
+  return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+static inline __m512 Iota16() {
+  return _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+// 16 bytes at p zero-extended to 32-bit lanes.
+static inline __m512i Bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(Load16(p)); }
+// Lane i: the low (v even) or high (v odd) nibble of byte i in bits 0..3
+// (the low-nibble form leaves the high nibble in bits 4..7).
+static inline __m512i NibbleIndex(__m512i bytes, int high) {
+  return high ? _mm512_srli_epi32(bytes, 4) : bytes;
+}
+
+struct BlockQ4_0 {
+  static constexpr int kValues = 32, kBytes = 18, kVecs = 2;
+  struct Head {
+    __m512 table;  // (i - 8) * d
+  };
+  static Head Prepare(const uint8_t* b) {
+    const __m512 q = _mm512_sub_ps(Iota(), _mm512_set1_ps(8.0f));  // exact
+    return {_mm512_mul_ps(q, _mm512_set1_ps(HalfAt(b)))};
+  }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    return _mm512_permutexvar_ps(NibbleIndex(Bytes(b + 2), v), h.table);
+  }
+};
+struct BlockQ4_1 {
+  static constexpr int kValues = 32, kBytes = 20, kVecs = 2;
+  struct Head {
+    __m512 table;  // i * d + m
+  };
+  static Head Prepare(const uint8_t* b) {
+    return {_mm512_add_ps(_mm512_mul_ps(Iota(), _mm512_set1_ps(HalfAt(b))),
+                          _mm512_set1_ps(HalfAt(b + 2)))};
+  }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    return _mm512_permutexvar_ps(NibbleIndex(Bytes(b + 4), v), h.table);
+  }
+};
+// Q5_0 (kHasMin false) / Q5_1: bit j of qh is value j's fifth bit.
+template <bool kHasMin>
+struct BlockQ5 {
+  static constexpr int kValues = 32, kBytes = kHasMin ? 24 : 22, kVecs = 2;
+  struct Head {
+    __m512 lo, hi;  // values of q = 0..15 and 16..31
+    uint32_t qh;
+  };
+  static __m512 Values(__m512 q, __m512 d, __m512 m) {
+    if (kHasMin) return _mm512_add_ps(_mm512_mul_ps(q, d), m);                // q * d + m
+    return _mm512_mul_ps(_mm512_sub_ps(q, _mm512_set1_ps(16.0f)), d);  // (q - 16) * d
+  }
+  static Head Prepare(const uint8_t* b) {
+    Head h;
+    const __m512 d = _mm512_set1_ps(HalfAt(b));
+    const __m512 m = kHasMin ? _mm512_set1_ps(HalfAt(b + 2)) : _mm512_setzero_ps();
+    h.lo = Values(Iota(), d, m);
+    h.hi = Values(Iota16(), d, m);
+    std::memcpy(&h.qh, b + (kHasMin ? 4 : 2), 4);
+    return h;
+  }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    const __m512i bytes = Bytes(b + (kHasMin ? 8 : 6));
+    const __m512i nib = v == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi32(15))
+                               : _mm512_srli_epi32(bytes, 4);
+    const __mmask16 fifth = static_cast<__mmask16>(h.qh >> (16 * v));
+    const __m512i idx = _mm512_mask_or_epi32(nib, fifth, nib, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(h.lo, idx, h.hi);
+  }
+};
+// Q4_K (kFive false) / Q5_K: value 16 v + i lies in 64-chunk c = v / 4,
+// nibble half (v / 2) % 2, byte offset 16 (v % 2) + i; sub-block s = v / 2;
+// x = (d * sc_s) * q - dmin * m_s.
+template <bool kFive>
+struct BlockQxK {
+  static constexpr int kValues = 256, kBytes = kFive ? 176 : 144, kVecs = 16;
+  struct Head {
+    float ds[8], dm[8];
+  };
+  static Head Prepare(const uint8_t* b) {
+    Head h;
+    const float d = HalfAt(b), dmin = HalfAt(b + 2);
+    const uint8_t* q = b + 4;
+    for (int s = 0; s < 8; ++s) {
+      int sc, m;
+      if (s < 4) {
+        sc = q[s] & 63;
+        m = q[s + 4] & 63;
       } else {
-        _mm_mask_storeu_ps(out, static_cast<__mmask8>((1u << n) - 1u), s);
+        sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+        m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+      }
+      h.ds[s] = d * static_cast<float>(sc);
+      h.dm[s] = dmin * static_cast<float>(m);
+    }
+    return h;
+  }
+  static __m512 Table(const Head& h, int s, __m512 q) {
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(h.ds[s]), q), _mm512_set1_ps(h.dm[s]));
+  }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    const int c = v >> 2, s = v >> 1, part = v & 1;
+    const __m512i bytes = Bytes(b + (kFive ? 48 : 16) + 32 * c + 16 * part);
+    if (!kFive) return _mm512_permutexvar_ps(NibbleIndex(bytes, s & 1), Table(h, s, Iota()));
+    const __m512i nib = (s & 1) == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi32(15))
+                                     : _mm512_srli_epi32(bytes, 4);
+    const __m128i qh = Load16(b + 16 + 16 * part);
+    const __mmask16 fifth = _mm_test_epi8_mask(qh, _mm_set1_epi8(static_cast<char>(1u << s)));
+    const __m512i idx = _mm512_mask_or_epi32(nib, fifth, nib, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(Table(h, s, Iota()), idx, Table(h, s, Iota16()));
+  }
+};
+// Q8_0: d * q (exact), d read once per block.
+struct BlockQ8_0 {
+  static constexpr int kValues = 32, kBytes = 34, kVecs = 2;
+  struct Head {
+    __m512 d;
+  };
+  static Head Prepare(const uint8_t* b) { return {_mm512_set1_ps(HalfAt(b))}; }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    const __m512i q = _mm512_cvtepi8_epi32(Load16(b + 2 + 16 * v));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), h.d);
+  }
+};
+// Q6_K: vector v = 8 n + 2 k + half holds values 128 n + 32 k + 16 half + i,
+// which share scale v; x = (d * sc_v) * (q - 32).
+struct BlockQ6K {
+  static constexpr int kValues = 256, kBytes = 210, kVecs = 16;
+  struct Head {
+    float ds[16];
+  };
+  static Head Prepare(const uint8_t* b) {
+    Head h;
+    const float d = HalfAt(b + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    for (int i = 0; i < 16; ++i) h.ds[i] = d * static_cast<float>(sc[i]);
+    return h;
+  }
+  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
+    const int n = v >> 3, k = (v >> 1) & 3, half = v & 1;
+    const __m128i ql = Load16(b + 64 * n + 32 * (k & 1) + 16 * half);
+    const __m128i lo = k < 2 ? LowNibbles(ql) : HighNibbles(ql);
+    const __m128i qh = Load16(b + 128 + 32 * n + 16 * half);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qh, 2 * k), _mm_set1_epi8(3));
+    const __m128i q = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
+    const __m512i qi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(32));
+    return _mm512_mul_ps(_mm512_set1_ps(h.ds[v]), _mm512_cvtepi32_ps(qi));
+  }
+};
+
+// A fused tile over whole blocks: per block, each row's scales are read once,
+// then the block's vectors are converted in registers and consumed at once.
+// Per output element this is the same FMA sequence as Tile (k ascending in
+// steps of 16), so results equal the panel route bit for bit.
+template <class B, int RM, int RN>
+void BlockTile(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, int64_t ldx,
+               float* y, int64_t ldy) {
+  const int64_t n_blocks = n_cols / B::kValues;
+  __m512 acc[RM][RN];
+#pragma GCC unroll 8
+  for (int r = 0; r < RM; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    const uint8_t* blk[RM];
+    typename B::Head head[RM];
+#pragma GCC unroll 8
+    for (int r = 0; r < RM; ++r) {
+      blk[r] = w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(ib) * B::kBytes;
+      head[r] = B::Prepare(blk[r]);
+      // The next tile's rows, one tile ahead (decode streams each weight once).
+#pragma GCC unroll 4
+      for (int o = 0; o < B::kBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk[r] + 2 * RM * row_bytes + o), _MM_HINT_T0);
+      }
+    }
+    const float* xb = x + ib * B::kValues;
+#pragma GCC unroll 16
+    for (int v = 0; v < B::kVecs; ++v) {
+      __m512 xv[RN];
+#pragma GCC unroll 8
+      for (int t = 0; t < RN; ++t) xv[t] = _mm512_loadu_ps(xb + t * ldx + 16 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < RM; ++r) {
+        const __m512 wv = B::Vec(blk[r], head[r], v);
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
       }
     }
   }
+  StoreTile<RM, RN>(acc, y, ldy);
 }
+template <class B>
+struct Blocks {
+  template <int RM, int RN>
+  static void Run(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, int64_t ldx,
+                  float* y, int64_t ldy) {
+    BlockTile<B, RM, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
+  }
+};
 
 // Rows [0, n_rows) for RN tokens: full tiles of RM rows, then one smaller one.
-template <class L, int RN, int M>
+template <class K, int RN, int M>
 void RemainderTile(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x,
                    int64_t ldx, float* y, int64_t ldy) {
   if constexpr (M > 0) {
     if (rem == M) {
-      Tile<L, M, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
+      K::template Run<M, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
     } else {
-      RemainderTile<L, RN, M - 1>(rem, w, row_bytes, n_cols, x, ldx, y, ldy);
+      RemainderTile<K, RN, M - 1>(rem, w, row_bytes, n_cols, x, ldx, y, ldy);
     }
   }
 }
-template <class L, int RN>
+template <class K, int RN>
 void RowSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols, const float* x,
               int64_t ldx, float* y, int64_t ldy) {
   constexpr int kRows = RN == 1 ? 8 : 4;  // decode: more rows for more independent chains
   int64_t r = 0;
   for (; r + kRows <= n_rows; r += kRows) {
-    Tile<L, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_cols, x, ldx, y + r,
+    K::template Run<kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_cols, x, ldx, y + r,
                        ldy);
   }
-  RemainderTile<L, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
+  RemainderTile<K, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
                                   n_cols, x, ldx, y + r, ldy);
 }
 
 // All tokens: tiles of kMaxTokens, then one smaller tile. The token tile is
 // the outer loop so its activations stay in L1 while the rows stream by.
-template <class L, int RN>
+template <class K, int RN>
 void TokenRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
                     const float* x, int64_t ldx, float* y, int64_t ldy) {
   if constexpr (RN > 0) {
     if (rem == RN) {
-      RowSweep<L, RN>(w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
+      RowSweep<K, RN>(w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
     } else {
-      TokenRemainder<L, RN - 1>(rem, w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
+      TokenRemainder<K, RN - 1>(rem, w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
     }
   }
 }
-template <class L, int kMaxTokens>
+template <class K, int kMaxTokens>
 void Sweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols, const float* x,
            int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
   int64_t t = 0;
   for (; t + kMaxTokens <= n_tokens; t += kMaxTokens) {
-    RowSweep<L, kMaxTokens>(w, row_bytes, n_rows, n_cols, x + t * ldx, ldx, y + t * ldy, ldy);
+    RowSweep<K, kMaxTokens>(w, row_bytes, n_rows, n_cols, x + t * ldx, ldx, y + t * ldy, ldy);
   }
-  TokenRemainder<L, kMaxTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_cols, x + t * ldx, ldx,
+  TokenRemainder<K, kMaxTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_cols, x + t * ldx, ldx,
                                     y + t * ldy, ldy);
 }
 
@@ -142,6 +404,31 @@ struct F16cCvt {
 
 // Direct (unconverted) weights other than F32 run up to this many tokens.
 constexpr int kDirectTokens = 6;
+// Fused block kernels (Q4_0 ... Q6_K) run up to this many tokens per tile.
+constexpr int kFusedTokens = 4;
+
+// n values of block type B converted with the fused loaders (the same exact
+// values as dequant_blocks.h).
+template <class B>
+bool DequantWith(const uint8_t* src, float* dst, int64_t n) {
+  if (n % B::kValues != 0) return false;
+  for (int64_t ib = 0; ib < n / B::kValues; ++ib) {
+    const uint8_t* b = src + ib * B::kBytes;
+    const typename B::Head h = B::Prepare(b);
+    float* out = dst + ib * B::kValues;
+#pragma GCC unroll 16
+    for (int v = 0; v < B::kVecs; ++v) _mm512_storeu_ps(out + 16 * v, B::Vec(b, h, v));
+  }
+  return true;
+}
+
+template <class B>
+bool FusedSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+                const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_cols % B::kValues != 0) return false;
+  Sweep<Blocks<B>, kFusedTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+  return true;
+}
 
 }  // namespace
 
@@ -149,18 +436,31 @@ bool GemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, 
                 const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kF32:
-      Sweep<LoadF32, 6>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+      Sweep<Cols<LoadF32>, 6>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
       return true;
     case DType::kF16:
-      Sweep<LoadF16, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+      Sweep<Cols<LoadF16>, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
       return true;
     case DType::kBF16:
-      Sweep<LoadBF16, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+      Sweep<Cols<LoadBF16>, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
       return true;
     case DType::kQ8_0:
       if (n_cols % 32 != 0) return false;
-      Sweep<LoadQ8_0, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-      return true;
+      return FusedSweep<BlockQ8_0>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ4_0:
+      return FusedSweep<BlockQ4_0>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ4_1:
+      return FusedSweep<BlockQ4_1>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ5_0:
+      return FusedSweep<BlockQ5<false>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ5_1:
+      return FusedSweep<BlockQ5<true>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ4_K:
+      return FusedSweep<BlockQxK<false>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ5_K:
+      return FusedSweep<BlockQxK<true>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
+    case DType::kQ6_K:
+      return FusedSweep<BlockQ6K>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
     default:
       return false;
   }
@@ -185,6 +485,20 @@ bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n) {
       if (n % 32 != 0) return false;
       for (; k < n; k += 16) _mm512_storeu_ps(dst + k, LoadQ8_0::Full(src, k));
       return true;
+    case DType::kQ4_0:
+      return DequantWith<BlockQ4_0>(src, dst, n);
+    case DType::kQ4_1:
+      return DequantWith<BlockQ4_1>(src, dst, n);
+    case DType::kQ5_0:
+      return DequantWith<BlockQ5<false>>(src, dst, n);
+    case DType::kQ5_1:
+      return DequantWith<BlockQ5<true>>(src, dst, n);
+    case DType::kQ4_K:
+      return DequantWith<BlockQxK<false>>(src, dst, n);
+    case DType::kQ5_K:
+      return DequantWith<BlockQxK<true>>(src, dst, n);
+    case DType::kQ6_K:
+      return DequantWith<BlockQ6K>(src, dst, n);
     default:
       break;
   }

@@ -278,6 +278,14 @@ int64_t DirectMaxTokens(DType type) {
       return INT64_MAX;
     case DType::kQ8_0:
       return 6;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 4;  // matmul_avx512.cc kFusedTokens
     default:
       return 0;
   }

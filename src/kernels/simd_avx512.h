@@ -100,6 +100,7 @@ static inline __m512 Silu(__m512 x) {
 // Weight loaders: 16 f32 weights of one row at column k (k a multiple of
 // 16), full or with only the lanes of `m` (the rest zero).
 struct LoadF32 {
+  static constexpr int kBytesPer16 = 64;
   static __m512 Full(const uint8_t* row, int64_t k) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
   }
@@ -108,6 +109,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr int kBytesPer16 = 32;
   static __m512 Full(const uint8_t* row, int64_t k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
   }
@@ -116,6 +118,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int kBytesPer16 = 32;
   static __m512 Widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -128,6 +131,7 @@ struct LoadBF16 {
 };
 // Q8_0: d * q is exact in f32 (11-bit by 8-bit significands).
 struct LoadQ8_0 {
+  static constexpr int kBytesPer16 = 17;
   static __m512 Full(const uint8_t* row, int64_t k) {
     const uint8_t* block = row + (k >> 5) * 34;
     uint16_t d;

@@ -83,6 +83,28 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
                            &x_[static_cast<size_t>(i * e)], e);
   }
 
+  // Attention query tiles: runs of consecutive entries of one sequence.
+  query_tiles_.clear();
+  n_pos_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const Planned& p = plan_[static_cast<size_t>(i)];
+    n_pos_[static_cast<size_t>(i)] = p.pos + 1;
+    if (!query_tiles_.empty()) {
+      QueryTile& last = query_tiles_.back();
+      if (last.n_q < kernels::kAttentionQueryTile &&
+          plan_[static_cast<size_t>(last.first)].seq == p.seq) {
+        ++last.n_q;
+        continue;
+      }
+    }
+    query_tiles_.push_back({i, 1});
+  }
+  const auto scratch_floats =
+      static_cast<size_t>(kernels::kAttentionQueryTile * layout_->n_ctx);
+  for (auto& s : att_scratch_) {
+    if (s.size() < scratch_floats) s.resize(scratch_floats);
+  }
+
   size_t attn_index = 0, rec_index = 0;
   for (size_t l = 0; l < c.layers.size(); ++l) {
     switch (c.layers[l].kind) {
@@ -121,9 +143,10 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
   q_.resize(static_cast<size_t>(n * q_dim));
   k_.resize(static_cast<size_t>(n * kv_dim));
   v_.resize(static_cast<size_t>(n * kv_dim));
-  kernels::MatMul(w.wq, h_.data(), e, n, q_.data(), q_dim, &pool_);
-  kernels::MatMul(w.wk, h_.data(), e, n, k_.data(), kv_dim, &pool_);
-  kernels::MatMul(w.wv, h_.data(), e, n, v_.data(), kv_dim, &pool_);
+  const kernels::MatMulJob qkv[] = {{w.wq, h_.data(), e, n, q_.data(), q_dim},
+                                     {w.wk, h_.data(), e, n, k_.data(), kv_dim},
+                                     {w.wv, h_.data(), e, n, v_.data(), kv_dim}};
+  kernels::MatMuls(qkv, &pool_);
 
   for (int64_t i = 0; i < n; ++i) {
     float* q = &q_[i * q_dim];
@@ -148,29 +171,33 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
     kernels::StoreKvRow(layout_->kv_type, v, kv_dim, seq->v_row(attn_index, pos));
   }
 
-  // Attention: one task per (token, head); each reads its own sequence's rows [0, pos].
+  // Attention: one task per (query tile, head). A tile holds up to
+  // kAttentionQueryTile consecutive entries of one sequence, which share the
+  // K/V row loads; each query reads only its own sequence's rows [0, pos] and
+  // gets the same bits as alone (kernels.h AttentionRows).
   att_.resize(static_cast<size_t>(n * q_dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t row_bytes = layout_->kv_row_bytes(attn_index);
   const size_t elt = layout_->kv_type == DType::kF16 ? 2 : 4;
   const int group = lc.n_head / lc.n_kv_head;
-  for (auto& s : att_scratch_) {
-    if (static_cast<int64_t>(s.size()) < layout_->n_ctx) s.resize(static_cast<size_t>(layout_->n_ctx));
-  }
-  pool_.ParallelFor(n * lc.n_head, [&](int64_t task, int thread) {
-    const int64_t i = task / lc.n_head;
+  const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
+  pool_.ParallelFor(n_tiles * lc.n_head, [&](int64_t task, int thread) {
+    const QueryTile& tile = query_tiles_[static_cast<size_t>(task / lc.n_head)];
     const int h = static_cast<int>(task % lc.n_head);
-    const Planned& p = plan_[static_cast<size_t>(i)];
+    const SequenceState* seq = plan_[static_cast<size_t>(tile.first)].seq;
     const size_t head_off = static_cast<size_t>(h / group) * static_cast<size_t>(hd) * elt;
     kernels::KvView kv;
     kv.type = layout_->kv_type;
-    kv.k = p.seq->k_data(attn_index) + head_off;
-    kv.v = p.seq->v_data(attn_index) + head_off;
+    kv.k = seq->k_data(attn_index) + head_off;
+    kv.v = seq->v_data(attn_index) + head_off;
     kv.row_bytes = row_bytes;
     kv.n_kv_head = 1;
     kv.head_dim = static_cast<int>(hd);
-    kernels::AttentionRow(&q_[i * q_dim + h * hd], 1, kv, p.pos + 1, scale,
-                          &att_[i * q_dim + h * hd], att_scratch_[static_cast<size_t>(thread)].data());
+    const int64_t first = tile.first * q_dim + h * hd;
+    kernels::AttentionRows(&q_[static_cast<size_t>(first)], q_dim, tile.n_q, 1, kv,
+                           &n_pos_[static_cast<size_t>(tile.first)], scale,
+                           &att_[static_cast<size_t>(first)], q_dim,
+                           att_scratch_[static_cast<size_t>(thread)].data());
   });
 
   kernels::MatMul(w.wo, att_.data(), q_dim, n, out_.data(), e, &pool_);
@@ -188,8 +215,9 @@ void Runner::FfnLayer(size_t layer, int64_t n, bool gated) {
   ff1_.resize(static_cast<size_t>(n * ff));
   if (gated) {
     ff2_.resize(static_cast<size_t>(n * ff));
-    kernels::MatMul(w.w_gate, h_.data(), e, n, ff1_.data(), ff, &pool_);
-    kernels::MatMul(w.w_up, h_.data(), e, n, ff2_.data(), ff, &pool_);
+    const kernels::MatMulJob gate_up[] = {{w.w_gate, h_.data(), e, n, ff1_.data(), ff},
+                                          {w.w_up, h_.data(), e, n, ff2_.data(), ff}};
+    kernels::MatMuls(gate_up, &pool_);
     kernels::SwiGlu(ff1_.data(), ff2_.data(), n * ff, ff1_.data());
   } else {
     kernels::MatMul(w.w_up, h_.data(), e, n, ff1_.data(), ff, &pool_);

@@ -86,7 +86,15 @@ class Runner {
   std::vector<float> ff1_;   // [n, n_ff] (or ssm_in output)
   std::vector<float> ff2_;   // [n, n_ff]
   std::vector<float> out_;   // [n, n_embd]
-  std::vector<std::vector<float>> att_scratch_;  // [thread][n_ctx]
+  // Attention tasks of this batch: up to kernels::kAttentionQueryTile
+  // consecutive entries of one sequence (built once per Forward).
+  struct QueryTile {
+    int64_t first;  // batch index of the first query
+    int64_t n_q;    // queries in the tile
+  };
+  std::vector<QueryTile> query_tiles_;
+  std::vector<int64_t> n_pos_;  // [n] positions each entry attends to (pos + 1)
+  std::vector<std::vector<float>> att_scratch_;  // [thread][kAttentionQueryTile * n_ctx]
 };
 
 }  // namespace mx::models

@@ -342,7 +342,8 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
     std::memcpy(state->v_[i].data(), p, rb);
     p += rb;
   }
-  std::memcpy(state->recurrent_.data(), p, layout->recurrent_bytes());
+  // Dense models have no recurrent state (an empty vector: data() may be null).
+  if (layout->recurrent_bytes() > 0) std::memcpy(state->recurrent_.data(), p, layout->recurrent_bytes());
   p += layout->recurrent_bytes() + 4;
   int64_t prev = 0;
   for (uint32_t i = 0; i < n_snap; ++i) {

@@ -102,6 +102,38 @@ uint64_t HashName(uint64_t seed, std::string_view name) {
 
 std::string Blk(int64_t i, const char* name) { return "blk." + std::to_string(i) + "." + name; }
 
+// general.file_type: llama.cpp's llama_ftype numbering (informational; tools
+// print it as the model's quantization), not the ggml tensor type.
+uint32_t FileType(const SyntheticSpec& s) {
+  if (s.q4_k_m) return 15;  // MOSTLY_Q4_K_M
+  switch (s.weight_type) {
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
+    case DType::kQ4_K:
+      return 14;  // MOSTLY_Q4_K_S: every matrix Q4_K
+    case DType::kQ5_K:
+      return 16;  // MOSTLY_Q5_K_S
+    case DType::kQ6_K:
+      return 18;
+    case DType::kBF16:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 SyntheticVocab BuildSyntheticVocab(int64_t n_vocab) {
@@ -206,6 +238,19 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
   return Status::InvalidArgument("unknown model preset '" + std::string(preset) + "' (known: " + names + ")");
 }
 
+DType Q4KMTensorType(const SyntheticSpec& spec, std::string_view name, int64_t layer,
+                     int64_t n_cols) {
+  const int64_t n = spec.n_layer;
+  // llama.cpp's use_more_bits(i, n).
+  const bool more_bits =
+      layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+  const bool is_head = name == "output.weight" || (name == "token_embd.weight" && spec.tied_embeddings);
+  const bool wants_q6 =
+      is_head || (more_bits && (name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight")));
+  if (n_cols % 256 != 0) return wants_q6 ? DType::kQ8_0 : DType::kQ5_0;
+  return wants_q6 ? DType::kQ6_K : DType::kQ4_K;
+}
+
 Status ValidateSyntheticSpec(const SyntheticSpec& s) {
   auto positive = [](const char* field, int64_t v, int64_t max) -> Status {
     if (v <= 0 || v > max) {
@@ -238,6 +283,7 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                    ") must be a multiple of heads, or set head-dim");
   }
   if (hd % 2 != 0) return Status::InvalidArgument("head dim " + std::to_string(hd) + " must be even");
+  if (s.q4_k_m) return Status::Ok();  // every row length has a fallback type
   if (!kernels::QuantizeSupported(s.weight_type)) {
     return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " cannot be written");
   }
@@ -246,7 +292,7 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     if (cols % block != 0) {
       return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " needs rows that are a multiple of " +
                                      std::to_string(block) + " values; a row here has " +
-                                     std::to_string(cols));
+                                     std::to_string(cols) + " (q4_k_m falls back per tensor)");
     }
   }
   return Status::Ok();
@@ -263,7 +309,7 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
   gguf::GgufWriter w;
   w.SetString("general.architecture", a);
   w.SetString("general.name", s.name);
-  w.SetU32("general.file_type", static_cast<uint32_t>(s.weight_type));
+  w.SetU32("general.file_type", FileType(s));
   w.SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
   w.SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
   w.SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
@@ -295,6 +341,7 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     int64_t cols, rows;
     float std;     // 0: norm weight (1 + 0.1 N)
     bool matrix;   // stored in the weight type
+    int64_t layer = -1;
   };
   std::vector<Plan> plan;
   plan.push_back({"token_embd.weight", e, s.n_vocab, s.tied_embeddings ? 0.15f : 1.0f, true});
@@ -302,7 +349,7 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
     plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
     plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
+    plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
     if (a == "qwen2") {
       plan.push_back({Blk(i, "attn_q.bias"), q_dim, 1, 0.5f, false});
       plan.push_back({Blk(i, "attn_k.bias"), kv_dim, 1, 0.5f, false});
@@ -316,7 +363,7 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     plan.push_back({Blk(i, "ffn_norm.weight"), e, 1, 0, false});
     plan.push_back({Blk(i, "ffn_gate.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
     plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true});
+    plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
   }
   plan.push_back({"output_norm.weight", e, 1, 0, false});
   if (!s.tied_embeddings) plan.push_back({"output.weight", e, s.n_vocab, 2 / std::sqrt(float(e)), true});
@@ -326,7 +373,8 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
   std::vector<float> row;
   for (const Plan& p : plan) {
     Rng rng(HashName(s.seed, p.name));
-    const DType type = p.matrix ? s.weight_type : DType::kF32;
+    DType type = DType::kF32;
+    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.cols) : s.weight_type;
     const size_t rb = RowBytes(type, p.cols);
     std::string bytes(rb * static_cast<size_t>(p.rows), '\0');
     row.resize(static_cast<size_t>(p.cols));

@@ -35,6 +35,9 @@ struct SyntheticSpec {
   int64_t n_vocab = 4096;
   int64_t n_ctx = 2048;
   DType weight_type = DType::kF32;  // 2-D matrices; norms and biases stay F32
+  // Instead of one weight type, the mix llama.cpp's quantizer writes for
+  // Q4_K_M (see Q4KMTensorType); weight_type is then ignored.
+  bool q4_k_m = false;
   bool tied_embeddings = false;
   float rope_theta = 0;  // 0: 1e4 for llama, 1e6 for qwen2/qwen3
   uint64_t seed = 1;
@@ -48,6 +51,15 @@ std::vector<std::string> SyntheticPresetNames();
 // Checks the spec (positive sizes, heads dividing, the weight type writable
 // and matching the row lengths). Errors name the field.
 Status ValidateSyntheticSpec(const SyntheticSpec& spec);
+
+// The type llama.cpp's Q4_K_M quantization gives a matrix: Q4_K, with Q6_K
+// for the output head (the token embeddings when tied) and for the attn_v /
+// ffn_down of layers where llama.cpp's "use more bits" rule holds (the first
+// and last eighth of the layers and every third one between); a matrix whose
+// rows are not a multiple of 256 values falls back to Q5_0 (for Q4_K) or Q8_0
+// (for Q6_K). `name` is the tensor name, `layer` its block index (or -1).
+DType Q4KMTensorType(const SyntheticSpec& spec, std::string_view name, int64_t layer,
+                     int64_t n_cols);
 
 // Writes the model to `path` atomically. progress(done, total) in bytes.
 Status WriteSyntheticModel(Env* env, const SyntheticSpec& spec, const std::string& path,

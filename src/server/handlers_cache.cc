@@ -58,6 +58,18 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
     o << "matricxon_prompt_cache_evictions_total{model=\"" << m->name << "\"} "
       << m->scheduler->prompt_cache().pool().counters().evictions << "\n";
   }
+  if (ctx->saved != nullptr) {
+    const engine::SavedCacheUsage u = ctx->saved->Usage();
+    o << "# HELP matricxon_saved_cache_files Saved caches on disk (checked files).\n"
+      << "# TYPE matricxon_saved_cache_files gauge\n"
+      << "matricxon_saved_cache_files " << u.files << "\n"
+      << "# HELP matricxon_saved_cache_bytes Bytes of saved caches on disk.\n"
+      << "# TYPE matricxon_saved_cache_bytes gauge\n"
+      << "matricxon_saved_cache_bytes " << u.used_bytes << "\n"
+      << "# HELP matricxon_saved_cache_queued States waiting for their model's idle time to be written.\n"
+      << "# TYPE matricxon_saved_cache_queued gauge\n"
+      << "matricxon_saved_cache_queued " << u.queued << "\n";
+  }
   return o.str();
 }
 

@@ -20,6 +20,17 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4", "conversations kept in RAM per model (1..64)"},
       {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
        "RAM the cached conversations of a model may use together, MiB (1..16777216)"},
+      {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true", "save caches to disk (true/false)"},
+      {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "persist-cache-budget-mb", "4096",
+       "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
+      {"MATRICXON_PERSIST_CACHE_TTL_HOURS", "persist-cache-ttl-hours", "168",
+       "hours before a saved cache expires (0 = never; 0..876000; first-run default)"},
+      {"MATRICXON_PROMPT_CACHE_DIR", "prompt-cache-dir", "./data/prompt_cache",
+       "where saved caches, the key and the policy live (created with mode 0700)"},
+      {"MATRICXON_CACHE_KEY", "cache-key", "generated",
+       "passphrase the saved-cache key is derived from (prefer the variable: flags show in ps)"},
+      {"MATRICXON_CLUSTER_NODE", "cluster-node", "false",
+       "this server is a cluster node: it never creates a key (true/false)"},
   };
   return kSettings;
 }
@@ -35,6 +46,12 @@ Result<int64_t> ParseRange(const std::string& name, const std::string& value, in
                                    ", " + std::to_string(max) + "]");
   }
   return static_cast<int64_t>(v);
+}
+
+Result<bool> ParseBoolSetting(const std::string& name, const std::string& value) {
+  if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
+  if (value == "false" || value == "0" || value == "no" || value == "off") return false;
+  return Status::InvalidArgument(name + "='" + value + "': expected true or false");
 }
 
 }  // namespace
@@ -84,6 +101,19 @@ Result<ServerOptions> LoadServerOptions(
       o.prompt_cache_slots = static_cast<int>(n);
     } else if (s.flag == "prompt-cache-budget-mb") {
       MX_ASSIGN_OR_RETURN(o.prompt_cache_budget_mb, ParseRange(name, v, 1, int64_t{1} << 24));
+    } else if (s.flag == "persist-prompt-cache") {
+      MX_ASSIGN_OR_RETURN(o.persist_prompt_cache, ParseBoolSetting(name, v));
+    } else if (s.flag == "persist-cache-budget-mb") {
+      MX_ASSIGN_OR_RETURN(o.persist_cache_budget_mb, ParseRange(name, v, 1, int64_t{1} << 24));
+    } else if (s.flag == "persist-cache-ttl-hours") {
+      MX_ASSIGN_OR_RETURN(o.persist_cache_ttl_hours, ParseRange(name, v, 0, 876000));
+    } else if (s.flag == "prompt-cache-dir") {
+      if (v.empty()) return Status::InvalidArgument(name + " is empty: expected a folder");
+      o.prompt_cache_dir = v;
+    } else if (s.flag == "cache-key") {
+      o.cache_key = v;
+    } else if (s.flag == "cluster-node") {
+      MX_ASSIGN_OR_RETURN(o.cluster_node, ParseBoolSetting(name, v));
     }
   }
   return o;

@@ -27,6 +27,14 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;
   int prompt_cache_slots = 4;             // conversations kept in RAM per model
   int64_t prompt_cache_budget_mb = 2048;  // RAM those conversations may use together
+  // Saved caches (SPEC §5-§7). The three limits are first-run defaults:
+  // prompt_cache_policy.json in the cache folder wins once written.
+  bool persist_prompt_cache = true;
+  int64_t persist_cache_budget_mb = 4096;
+  int64_t persist_cache_ttl_hours = 168;    // 0: never expire
+  std::string prompt_cache_dir = "./data/prompt_cache";
+  std::string cache_key;                    // passphrase; empty: generated key file
+  bool cluster_node = false;
 };
 
 // One row of the settings table.

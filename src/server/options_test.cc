@@ -44,5 +44,33 @@ TEST(OptionsTest, BadValueNamesVariableAndRange) {
   EXPECT_NE(p.status().message().find("--port"), std::string::npos);
 }
 
+TEST(OptionsTest, SavedCacheSettings) {
+  auto d = Load({}, {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->persist_prompt_cache);
+  EXPECT_EQ(d->persist_cache_budget_mb, 4096);
+  EXPECT_EQ(d->persist_cache_ttl_hours, 168);
+  EXPECT_EQ(d->prompt_cache_dir, "./data/prompt_cache");
+  EXPECT_TRUE(d->cache_key.empty());
+  EXPECT_FALSE(d->cluster_node);
+  auto o = Load({{"persist-cache-ttl-hours", "0"}},
+                {{"MATRICXON_PERSIST_PROMPT_CACHE", "false"}, {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "10"},
+                 {"MATRICXON_PROMPT_CACHE_DIR", "/tmp/x"}, {"MATRICXON_CACHE_KEY", "pass"},
+                 {"MATRICXON_CLUSTER_NODE", "true"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->persist_prompt_cache);
+  EXPECT_EQ(o->persist_cache_budget_mb, 10);
+  EXPECT_EQ(o->persist_cache_ttl_hours, 0);
+  EXPECT_EQ(o->prompt_cache_dir, "/tmp/x");
+  EXPECT_EQ(o->cache_key, "pass");
+  EXPECT_TRUE(o->cluster_node);
+  auto bad = Load({}, {{"MATRICXON_PERSIST_PROMPT_CACHE", "maybe"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MATRICXON_PERSIST_PROMPT_CACHE"), std::string::npos);
+  bad = Load({}, {{"MATRICXON_PERSIST_CACHE_BUDGET_MB", "0"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MATRICXON_PERSIST_CACHE_BUDGET_MB"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mx::server

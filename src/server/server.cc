@@ -19,6 +19,7 @@ Result<std::shared_ptr<ServedModel>> ResolveModel(ServerContext* ctx, const std:
 HttpServer::HttpServer(ServerOptions options, Env* env) {
   ctx_.options = std::move(options);
   ctx_.env = env;
+  OpenSavedCaches();
   ModelManagerOptions mo;
   mo.models_dir = ctx_.options.models_dir;
   mo.max_loaded = ctx_.options.max_loaded_models;
@@ -28,6 +29,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.n_parallel = ctx_.options.parallel;
   mo.scheduler.cache.slots = ctx_.options.prompt_cache_slots;
   mo.scheduler.cache.budget_bytes = static_cast<uint64_t>(ctx_.options.prompt_cache_budget_mb) << 20;
+  mo.scheduler.cache.saved = saved_.get();
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();
   ctx_.metrics = &metrics_;
@@ -36,6 +38,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   AddModelRoutes(&ctx_, &routes_);
   AddUtilityRoutes(&ctx_, &routes_);
   AddCacheRoutes(&ctx_, &routes_);
+  AddPersistenceRoutes(&ctx_, &routes_);
 
   // Every pattern is registered for every method; Dispatch picks the route or
   // answers 405, so wrong methods never fall through to 404.
@@ -77,6 +80,33 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     MX_LOG(kInfo) << req.remote_addr << " " << req.method << " " << req.path << " -> " << res.status;
   });
+}
+
+void HttpServer::OpenSavedCaches() {
+  const ServerOptions& o = ctx_.options;
+  PersistencePolicy policy{o.persist_prompt_cache, o.persist_cache_budget_mb, o.persist_cache_ttl_hours};
+  if (auto saved = LoadPolicyFile(ctx_.env, o.prompt_cache_dir); saved.ok()) {
+    policy = *saved;
+    MX_LOG(kInfo) << "saved caches: policy from " << JoinPath(o.prompt_cache_dir, kPolicyFileName)
+                  << " (it overrides the environment)";
+  } else if (saved.status().code() != Status::Code::kNotFound) {
+    MX_LOG(kWarn) << "saved caches: " << saved.status().ToString() << "; using the environment's settings";
+  }
+  ctx_.policy = policy;
+  engine::SavedCacheOptions so;
+  so.dir = o.prompt_cache_dir;
+  so.enabled = policy.enabled;
+  so.budget_bytes = static_cast<uint64_t>(policy.budget_mb) << 20;
+  so.ttl_us = static_cast<uint64_t>(policy.ttl_hours) * 3600 * 1000000;
+  so.passphrase = o.cache_key;
+  so.cluster_node = o.cluster_node;
+  auto store = engine::SavedCacheStore::Open(ctx_.env, so);
+  if (!store.ok()) {
+    MX_LOG(kError) << "saved caches are off: " << store.status().ToString();
+    return;
+  }
+  saved_ = std::move(store).value();
+  ctx_.saved = saved_.get();
 }
 
 HttpServer::~HttpServer() {

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <functional>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,9 +22,11 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "engine/saved_cache.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/options.h"
+#include "server/persistence_policy.h"
 
 namespace mx::server {
 
@@ -32,6 +36,9 @@ struct ServerContext {
   Env* env = nullptr;
   ModelManager* models = nullptr;
   Metrics* metrics = nullptr;
+  engine::SavedCacheStore* saved = nullptr;  // null when the cache folder cannot be created
+  std::mutex policy_mu;                      // serializes policy changes
+  PersistencePolicy policy;                  // guarded by policy_mu: the effective saved-cache policy
 };
 
 using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -50,6 +57,7 @@ void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handle
 void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes); // handlers_utility.cc
 void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handlers_cache.cc
 std::string RenderCacheMetrics(ServerContext* ctx);                    // handlers_cache.cc
+void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_persistence.cc
 
 // Resolves a request's "model" field: empty means the only model of the
 // folder (InvalidArgument when there are several). NotFound when unknown.
@@ -63,7 +71,8 @@ class HttpServer {
   // Binds host:port. IOError naming the address when that fails.
   Status Bind();
   int port() const { return port_; }
-  // Serves until Stop(); then waits for replies in flight and unloads models.
+  // Serves until Stop(); then waits for replies in flight and unloads models
+  // (each unload flushes its RAM pool to the saved caches, bounded in time).
   void Run();
   void Stop();
   const std::vector<Route>& routes() const { return routes_; }
@@ -72,7 +81,11 @@ class HttpServer {
   void Dispatch(const std::string& pattern, const httplib::Request& req, httplib::Response& res);
   void IdleLoop();
 
+  // Opens the saved caches: the policy file wins over the environment.
+  void OpenSavedCaches();
+
   ServerContext ctx_;
+  std::unique_ptr<engine::SavedCacheStore> saved_;  // declared before models_: outlives their flush
   std::unique_ptr<ModelManager> models_;
   Metrics metrics_;
   std::vector<Route> routes_;

@@ -146,7 +146,9 @@ TEST_F(CacheServerTest, ApiCacheListsEntriesButNeverTokens) {
 }
 
 TEST_F(CacheServerTest, SlotLimitEvictsTheLeastRecentlyUsedChat) {
-  Start({"--prompt-cache-slots", "1"});
+  // Saved caches off: an evicted chat would otherwise come back from disk
+  // (saved_cache_server_test covers that).
+  Start({"--prompt-cache-slots", "1", "--persist-prompt-cache", "false"});
   std::vector<Msg> a = {{"user", "alpha alpha alpha"}}, b = {{"user", "beta beta beta"}};
   Turn a1 = Chat(port(), a);
   Chat(port(), b);  // a leaves the pool

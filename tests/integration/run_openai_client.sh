@@ -18,7 +18,7 @@ cp "$HERE/openai_client.mjs" "$WORK/openai_client.mjs"
 TMP="$(mktemp -d)"
 mkdir -p "$TMP/models"
 "$BIN" make-model --out "$TMP/models/tiny.gguf" --quiet
-MATRICXON_MODELS_DIR="$TMP/models" "$BIN" serve --port 0 --threads 1 > "$TMP/server.log" 2>&1 &
+MATRICXON_MODELS_DIR="$TMP/models" MATRICXON_PROMPT_CACHE_DIR="$TMP/prompt_cache" "$BIN" serve --port 0 --threads 1 > "$TMP/server.log" 2>&1 &
 PID=$!
 cleanup() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT

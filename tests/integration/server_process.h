@@ -40,6 +40,12 @@ class ServerProcess {
         dup2(fileno(log), STDERR_FILENO);
         dup2(fileno(log), STDOUT_FILENO);
       }
+      // Saved caches stay beside the log unless a test names the folder, so
+      // that tests never share (or leave) cache files.
+      if (env.count("MATRICXON_PROMPT_CACHE_DIR") == 0) {
+        std::string dir = log_path.substr(0, log_path.find_last_of('/') + 1) + "prompt_cache";
+        setenv("MATRICXON_PROMPT_CACHE_DIR", dir.c_str(), 1);
+      }
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       std::vector<std::string> argv_s = {BinaryPath(), "serve", "--port", "0"};
       argv_s.insert(argv_s.end(), args.begin(), args.end());

@@ -1,0 +1,445 @@
+// Saved caches through the engine (SPEC §5): states leaving the RAM pool are
+// written only while the model's loop is idle, an unload flushes the pool,
+// a fresh store (a restart) loads them back and the reply is unchanged,
+// another model's files are never used, turning saving off deletes files.
+#include "engine/saved_cache.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <random>
+
+#include "cache/policy/cache_policy.h"
+#include "core/fault_env.h"
+#include "engine/prompt_cache.h"
+#include "engine/scheduler.h"
+#include "models/synthetic_model.h"
+
+namespace mx::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Records, at every write of a saved-cache file, whether the model had an
+// active request (it never may).
+class RecordingEnv : public EnvWrapper {
+ public:
+  RecordingEnv() : EnvWrapper(Env::Default()) {}
+  std::atomic<const Scheduler*> scheduler{nullptr};
+  std::atomic<int> writes{0};
+  std::atomic<int> writes_during_reply{0};
+
+  void Record() {
+    ++writes;
+    const Scheduler* s = scheduler.load();
+    if (s != nullptr && s->active() > 0) ++writes_during_reply;
+    std::lock_guard<std::mutex> lock(mu);
+    write_times_us.push_back(NowMicros());
+  }
+  std::vector<uint64_t> WriteTimes() {
+    std::lock_guard<std::mutex> lock(mu);
+    return write_times_us;
+  }
+
+  std::mutex mu;
+  std::vector<uint64_t> write_times_us;  // every append, sync, rename and folder sync of a saved cache
+
+  class File : public WritableFile {
+   public:
+    File(RecordingEnv* env, std::unique_ptr<WritableFile> base) : env_(env), base_(std::move(base)) {}
+    Status Append(std::string_view data) override {
+      env_->Record();
+      return base_->Append(data);
+    }
+    Status Sync() override {
+      env_->Record();
+      return base_->Sync();
+    }
+    Status Close() override { return base_->Close(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    RecordingEnv* env_;
+    std::unique_ptr<WritableFile> base_;
+  };
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path, uint32_t mode,
+                                                        bool exclusive) override {
+    MX_ASSIGN_OR_RETURN(auto f, target()->NewWritableFile(path, mode, exclusive));
+    if (path.find(".mxpc") == std::string::npos) return f;
+    return std::unique_ptr<WritableFile>(new File(this, std::move(f)));
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (to.find(".mxpc") != std::string::npos) Record();
+    return target()->RenameFile(from, to);
+  }
+};
+
+class SavedCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string base = std::string(::testing::TempDir()) + "/saved_cache_test_" + std::to_string(getpid());
+    fs::create_directories(base);
+    paths_ = new std::string[2]{base + "/a.gguf", base + "/b.gguf"};
+    for (int i = 0; i < 2; ++i) {
+      models::SyntheticSpec spec;
+      spec.seed = 1 + i;
+      ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, paths_[i]).ok());
+      auto lm = LoadedModel::Load(Env::Default(), paths_[i], {});
+      ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+      models_[i] = std::move(lm).value().release();
+    }
+  }
+  static void TearDownTestSuite() {
+    for (auto* m : models_) delete m;
+    fs::remove_all(fs::path(paths_[0]).parent_path());
+    delete[] paths_;
+  }
+  void SetUp() override {
+    dir_ = std::string(::testing::TempDir()) + "/saved_cache_dir_" + std::to_string(getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, std::string passphrase = "test passphrase") {
+    SavedCacheOptions o;
+    o.dir = dir_;
+    o.passphrase = std::move(passphrase);
+    o.check_in_background = false;
+    o.min_gain_tokens = 4;
+    auto s = SavedCacheStore::Open(env, o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  static std::unique_ptr<Scheduler> Make(int which, SavedCacheStore* store, int slots = 4, int parallel = 2,
+                                         Env* env = Env::Default()) {
+    SchedulerOptions o;
+    o.n_threads = 1;
+    o.n_ctx = 512;
+    o.n_parallel = parallel;
+    o.model_name = "test";
+    o.cache.slots = slots;
+    o.cache.saved = store;
+    auto s = Scheduler::Create(*models_[which], o, env);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  static GenRequest Greedy(int which, const std::string& text, int64_t max_tokens, bool cache = true) {
+    GenRequest r;
+    r.prompt = models_[which]->tokenizer->Encode(text, true, true);
+    r.sampling.temperature = 0;
+    r.max_tokens = max_tokens;
+    r.cache_prompt = cache;
+    r.ignore_eos = true;
+    return r;
+  }
+  struct Reply {
+    std::vector<int32_t> tokens;
+    GenEvent last;
+    uint64_t first_us = 0;  // when the loop queued the first event (compute side)
+  };
+  static Reply Run(Scheduler& s, GenRequest r) {
+    auto stream = s.Submit(std::move(r));
+    Reply out;
+    GenEvent ev;
+    while (stream->Next(&ev)) {
+      if (out.first_us == 0) out.first_us = ev.time_us;
+      if (ev.has_token) out.tokens.push_back(ev.token);
+      if (ev.final) out.last = ev;
+    }
+    EXPECT_TRUE(out.last.status.ok()) << out.last.status.ToString();
+    return out;
+  }
+  size_t SavedFiles() const {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().extension() == ".mxpc";
+    return n;
+  }
+
+  static std::string* paths_;
+  static LoadedModel* models_[2];
+  std::string dir_;
+};
+std::string* SavedCacheTest::paths_ = nullptr;
+LoadedModel* SavedCacheTest::models_[2] = {nullptr, nullptr};
+
+const char kChat[] =
+    "The prompt cache keeps the state of every chat so that the next turn reads only the new tokens; "
+    "saved caches keep it across restarts.";
+
+TEST_F(SavedCacheTest, UnloadFlushesAndARestartLoadsItBack) {
+  GenRequest first = Greedy(0, kChat, 6);
+  std::vector<int32_t> next;
+  {
+    auto store = OpenStore(Env::Default());
+    auto s = Make(0, store.get());
+    Reply r = Run(*s, first);
+    next = first.prompt;
+    next.insert(next.end(), r.tokens.begin(), r.tokens.end());
+    s.reset();  // unload: the pool is flushed to disk
+    EXPECT_EQ(store->Usage().files, 1u);
+  }
+  EXPECT_EQ(SavedFiles(), 1u);
+  auto more = models_[0]->tokenizer->Encode(" And then?", false, false);
+  next.insert(next.end(), more.begin(), more.end());
+
+  auto store = OpenStore(Env::Default());  // a fresh process: checks and indexes the file
+  auto s = Make(0, store.get());
+  GenRequest again = first;
+  again.prompt = next;
+  Reply cached = Run(*s, again);
+  EXPECT_GE(cached.last.cached_tokens, static_cast<int64_t>(first.prompt.size()));
+  again.cache_prompt = false;
+  Reply fresh = Run(*s, again);
+  EXPECT_EQ(cached.tokens, fresh.tokens);
+}
+
+TEST_F(SavedCacheTest, AnotherModelNeverLoadsTheFile) {
+  GenRequest first = Greedy(0, kChat, 4);
+  auto store = OpenStore(Env::Default());
+  {
+    auto s = Make(0, store.get());
+    Run(*s, first);
+  }
+  ASSERT_EQ(store->Usage().files, 1u);
+  auto s = Make(1, store.get());  // another file, the same shape
+  GenRequest other = Greedy(1, std::string(kChat) + " More.", 4);
+  Reply r = Run(*s, other);
+  EXPECT_EQ(r.last.cached_tokens, 0);
+  const cache::ModelBinding b = ComputeModelBinding(*models_[1]->model, *models::Runner::Create(
+      *models_[1]->model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 512}).value()->layout());
+  EXPECT_EQ(store->Find(b, other.prompt).why_none, "the saved cache was made by another model");
+  GenRequest off = other;
+  off.cache_prompt = false;
+  EXPECT_EQ(Run(*s, off).tokens, r.tokens);
+}
+
+TEST_F(SavedCacheTest, BindingIsTheFileContentAndTheLayout) {
+  auto layout = [](int64_t n_ctx, DType kv = DType::kF16) {
+    return models::StateLayout::ForModel(models_[0]->model->config(), kv, n_ctx);
+  };
+  ThreadPool pool(3);
+  const cache::ModelBinding a = ComputeModelBinding(*models_[0]->model, layout(512));
+  EXPECT_EQ(a, ComputeModelBinding(*models_[0]->model, layout(512), &pool));
+  EXPECT_EQ(a.model_fingerprint.rfind("sha256x64m:", 0), 0u);
+  EXPECT_EQ(a.model_fingerprint.size(), 11u + 64u);
+  // Another file of the same shape, or another state layout: another binding.
+  EXPECT_NE(a.model_fingerprint, ComputeModelBinding(*models_[1]->model, layout(512)).model_fingerprint);
+  EXPECT_NE(a, ComputeModelBinding(*models_[0]->model, layout(512, DType::kF32)));
+}
+
+TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
+  RecordingEnv env;
+  auto store = OpenStore(&env);
+  auto s = Make(0, store.get(), /*slots=*/1, /*parallel=*/2, &env);
+  env.scheduler = s.get();
+  // Two users at once with one RAM slot: every commit evicts the other
+  // chat while a reply is running; its write must wait for idle time.
+  std::vector<Reply> replies;
+  for (int round = 0; round < 4; ++round) {
+    Reply second;
+    std::thread other([&] { second = Run(*s, Greedy(0, "second user, round " + std::to_string(round), 12)); });
+    replies.push_back(Run(*s, Greedy(0, std::string(kChat) + " round " + std::to_string(round), 12)));
+    other.join();
+    replies.push_back(second);
+  }
+  for (int i = 0; i < 500 && store->Usage().queued > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store->Usage().queued, 0u);
+  EXPECT_GT(env.writes.load(), 0);
+  // Sampled at every write: the model had no active request.
+  EXPECT_EQ(env.writes_during_reply.load(), 0);
+  // And by the clock: no write falls between a reply's first and final
+  // events as the compute loop queued them.
+  for (uint64_t w : env.WriteTimes()) {
+    for (const Reply& r : replies) {
+      ASSERT_GT(r.first_us, 0u);
+      EXPECT_FALSE(w > r.first_us && w < r.last.time_us)
+          << "a write at " << w << " us inside a reply [" << r.first_us << ", " << r.last.time_us << "]";
+    }
+  }
+  env.scheduler = nullptr;
+}
+
+TEST_F(SavedCacheTest, DrainStopsAtItsTimeLimit) {
+  auto store = OpenStore(Env::Default());
+  const cache::ModelBinding model{"sha256:test", 7};
+  for (int i = 0; i < 3; ++i) {
+    auto state = std::make_unique<models::SequenceState>(
+        std::make_shared<models::StateLayout>(models::StateLayout::ForModel(models_[0]->model->config(), DType::kF16, 64)));
+    store->Enqueue({model, {1, 2, 3, i}, std::move(state)});
+  }
+  ASSERT_TRUE(store->HasPending(model));
+  const size_t written = store->Drain(model, /*timeout_ms=*/0, nullptr);
+  EXPECT_LE(written, 1u);  // the limit is checked between files
+  EXPECT_EQ(store->Usage().files, written);
+  EXPECT_FALSE(store->HasPending(model));
+  EXPECT_EQ(store->Usage().queued, 0u);
+}
+
+TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
+  FaultEnv env(Env::Default());
+  auto store = OpenStore(&env);
+  auto s = Make(0, store.get(), 4, 2, &env);
+  Run(*s, Greedy(0, kChat, 4));
+  env.FailNth(FaultEnv::kAppend, 1, ENOSPC);
+  s.reset();  // the flush meets a full disk
+  EXPECT_EQ(store->Usage().files, 0u);
+  EXPECT_EQ(store->Drain({"sha256:none", 1}, 1000, nullptr), 0u);
+  EXPECT_EQ(store->Usage().queued, 0u);
+  EXPECT_EQ(SavedFiles(), 0u);
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();  // no temporary left
+  }
+  env.ClearFaults();
+  s = Make(0, store.get(), 4, 2, &env);  // and the next chats are saved again
+  Reply r = Run(*s, Greedy(0, kChat, 4));
+  EXPECT_EQ(r.last.cached_tokens, 0);
+  s.reset();
+  EXPECT_EQ(store->Usage().files, 1u);
+}
+
+TEST_F(SavedCacheTest, TurningOffDeletesEverySavedFile) {
+  auto store = OpenStore(Env::Default());
+  {
+    auto s = Make(0, store.get());
+    Run(*s, Greedy(0, kChat, 4));
+    Run(*s, Greedy(0, "another chat entirely", 4));
+  }
+  ASSERT_EQ(SavedFiles(), 2u);
+  auto removed = store->SetEnabled(false);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->files, 2u);
+  EXPECT_EQ(SavedFiles(), 0u);
+  EXPECT_FALSE(store->enabled());
+  EXPECT_EQ(store->Find({"x", 1}, std::vector<int32_t>{1, 2, 3}).why_none, "the disk cache is off");
+  ASSERT_TRUE(store->SetEnabled(true).ok());
+  EXPECT_TRUE(store->enabled());
+}
+
+TEST_F(SavedCacheTest, ShrinkingTheBudgetEvictsAtOnce) {
+  auto store = OpenStore(Env::Default());
+  {
+    auto s = Make(0, store.get());
+    Run(*s, Greedy(0, kChat, 4));
+    Run(*s, Greedy(0, "another chat entirely", 4));
+  }
+  ASSERT_EQ(store->Usage().files, 2u);
+  auto removed = store->SetLimits(1, 0);  // 1 byte: nothing fits
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->files, 2u);
+  EXPECT_EQ(store->Usage().files, 0u);
+}
+
+TEST_F(SavedCacheTest, ClusterNodeWithoutPassphraseSavesNothing) {
+  SavedCacheOptions o;
+  o.dir = dir_;
+  o.cluster_node = true;
+  auto store = SavedCacheStore::Open(Env::Default(), o);
+  ASSERT_TRUE(store.ok());
+  EXPECT_FALSE((*store)->enabled());
+  EXPECT_NE((*store)->disabled_reason().find("cluster node"), std::string::npos);
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "prompt_cache.key"));
+  EXPECT_FALSE((*store)->SetEnabled(true).ok());
+}
+
+// The reference models (dense, BF16, hybrid with recurrent snapshots): with
+// one RAM slot every other turn comes back from disk, and every greedy reply
+// equals the reply read from scratch.
+class SavedCacheRefTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto model = models::Model::Load(Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/" + GetParam() + ".gguf",
+                                     {.progress = nullptr, .prefault = false});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value();
+    auto runner = models::Runner::Create(*model_, {.n_threads = 2, .kv_type = DType::kF16, .n_ctx = 1024});
+    ASSERT_TRUE(runner.ok());
+    runner_ = std::move(runner).value();
+    dir_ = std::string(::testing::TempDir()) + "/saved_cache_ref_" + std::to_string(getpid());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Reads prompt[from:] and generates n tokens greedily (the last one is
+  // returned, not read).
+  std::vector<int32_t> Generate(models::SequenceState& state, const std::vector<int32_t>& prompt, int64_t from,
+                                int n) {
+    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(prompt.size()), from)) state.RequestSnapshot(p);
+    std::vector<models::BatchEntry> batch;
+    for (size_t i = static_cast<size_t>(from); i < prompt.size(); ++i) {
+      batch.push_back({&state, prompt[i], i + 1 == prompt.size()});
+    }
+    std::vector<int32_t> out;
+    std::vector<float> logits;
+    for (int step = 0; step < n; ++step) {
+      EXPECT_TRUE(runner_->Forward(batch, &logits).ok());
+      int32_t tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out.push_back(tok);
+      batch = {{&state, tok, true}};
+    }
+    return out;
+  }
+
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Runner> runner_;
+  std::string dir_;
+};
+
+TEST_P(SavedCacheRefTest, RepliesFromDiskEqualFreshReads) {
+  SavedCacheOptions so;
+  so.dir = dir_;
+  so.passphrase = "ref";
+  so.check_in_background = false;
+  so.min_gain_tokens = 4;
+  auto store = SavedCacheStore::Open(Env::Default(), so);
+  ASSERT_TRUE(store.ok());
+  PromptCacheOptions po;
+  po.slots = 1;
+  DiskLevel disk{store->get(), ComputeModelBinding(*model_, *runner_->layout()), nullptr};
+  PromptCache cache(*runner_, po, Env::Default(), {}, disk);
+
+  std::mt19937 rng(99);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng() % 4000);
+    return t;
+  };
+  std::vector<std::vector<int32_t>> chats(3);
+  int from_disk = 0;
+  for (int turn = 0; turn < 9; ++turn) {
+    std::vector<int32_t>& chat = chats[static_cast<size_t>(turn % 3)];
+    auto more = random_tokens(10 + turn);
+    chat.insert(chat.end(), more.begin(), more.end());
+    auto ticket = cache.Start(chat, true, false);
+    ASSERT_TRUE(ticket.ok()) << ticket.status().ToString();
+    from_disk += ticket->log_line().find("from disk") != std::string::npos;
+    auto reply = Generate(ticket->state(), chat, ticket->n_reused(), 4);
+    auto fresh_state = runner_->NewSequence();
+    ASSERT_EQ(reply, Generate(*fresh_state, chat, 0, 4)) << "turn " << turn << ": " << ticket->log_line();
+    std::vector<int32_t> held = chat;
+    held.insert(held.end(), reply.begin(), reply.end() - 1);
+    cache.Finish(std::move(ticket).value(), held, static_cast<int64_t>(chat.size()));
+    chat.insert(chat.end(), reply.begin(), reply.end());
+    while (cache.WriteOnePending()) {
+    }
+  }
+  EXPECT_GE(from_disk, 5);  // every chat's later turns
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SavedCacheRefTest,
+                         ::testing::Values("tiny-llama", "tiny-qwen2-bf16", "tiny-hybrid-nemotron_h"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace mx::engine

@@ -1,0 +1,118 @@
+// Saved-cache policy routes (SPEC §7):
+//   GET    /api/cache/persistence  -> {"enabled", "budget_mb", "ttl_hours", "used_bytes", "files", "key_source"}
+//   PUT    /api/cache/persistence  any of enabled / budget_mb / ttl_hours: validated (400 naming the
+//                                  field, nothing changed), saved to prompt_cache_policy.json, applied now
+//   DELETE /api/cache/persistence  deletes every saved file -> {"deleted_files", "deleted_bytes"}
+// Turning saving off deletes every saved file; shrinking the budget evicts at once.
+#include "core/logging.h"
+#include "server/http_util.h"
+#include "server/persistence_policy.h"
+#include "server/server.h"
+
+namespace mx::server {
+namespace {
+
+Json PersistenceJson(ServerContext* ctx) {
+  const PersistencePolicy& p = ctx->policy;
+  Json j = {{"enabled", false},
+            {"budget_mb", p.budget_mb},
+            {"ttl_hours", p.ttl_hours},
+            {"used_bytes", 0},
+            {"files", 0},
+            {"key_source", "none"}};
+  if (ctx->saved != nullptr) {
+    const engine::SavedCacheUsage u = ctx->saved->Usage();
+    j["enabled"] = u.enabled;
+    j["used_bytes"] = u.used_bytes;
+    j["files"] = u.files;
+    j["key_source"] = cache::KeySourceName(u.key_source);
+    if (!u.enabled) j["disabled_reason"] = ctx->saved->disabled_reason();
+  }
+  return j;
+}
+
+void HandlePut(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+  if (ctx->saved == nullptr) {
+    SendError(res, 503, "saved caches are unavailable: the cache folder could not be created", "unavailable");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(ctx->policy_mu);
+  std::string field;
+  auto next = ApplyPolicyPatch(ctx->policy, req.body, &field);
+  if (!next.ok()) {
+    SendJson(res, ErrorJson(next.status(), field), 400);
+    return;
+  }
+  const bool turning_on = next->enabled && !ctx->saved->enabled();
+  if (turning_on) {
+    if (Status st = ctx->saved->CanEnable(); !st.ok()) {
+      SendJson(res, ErrorJson(st, "enabled"), 400);
+      return;
+    }
+  }
+  // Saved first: a policy that cannot be persisted is not applied.
+  const std::string policy_path = JoinPath(ctx->options.prompt_cache_dir, kPolicyFileName);
+  const bool had_policy_file = ctx->env->FileExists(policy_path);
+  if (Status st = SavePolicyFile(ctx->env, ctx->options.prompt_cache_dir, *next); !st.ok()) {
+    SendError(res, st.WithContext("saving " + std::string(kPolicyFileName)));
+    return;
+  }
+  const PersistencePolicy before = ctx->policy;
+  const uint64_t budget_bytes = static_cast<uint64_t>(next->budget_mb) << 20;
+  const uint64_t ttl_us = static_cast<uint64_t>(next->ttl_hours) * 3600 * 1000000;
+  if (turning_on) {
+    // Opening the key can still fail (e.g. a key file readable by others):
+    // then the old policy is put back and nothing has changed.
+    ctx->saved->SetLimits(budget_bytes, ttl_us);
+    if (Status st = ctx->saved->SetEnabled(true).status(); !st.ok()) {
+      ctx->saved->SetLimits(static_cast<uint64_t>(before.budget_mb) << 20,
+                            static_cast<uint64_t>(before.ttl_hours) * 3600 * 1000000);
+      Status back = had_policy_file ? SavePolicyFile(ctx->env, ctx->options.prompt_cache_dir, before)
+                                    : ctx->env->RemoveFile(policy_path);
+      if (!back.ok()) {
+        MX_LOG(kError) << "saved caches: could not restore " << kPolicyFileName << ": " << back.ToString();
+      }
+      SendJson(res, ErrorJson(st, "enabled"), HttpCode(st));
+      return;
+    }
+  }
+  ctx->policy = *next;
+  const std::string line = PolicyJson(*next);
+  MX_LOG(kInfo) << "saved caches: policy changed to " << line.substr(0, line.size() - 1);
+  Status applied = next->enabled ? Status::Ok() : ctx->saved->SetEnabled(false).status();
+  if (applied.ok()) applied = ctx->saved->SetLimits(budget_bytes, ttl_us).status();
+  if (!applied.ok()) {
+    // The policy is saved and in force; deleting files failed part-way.
+    MX_LOG(kWarn) << "saved caches: the new policy could not be fully applied: " << applied.ToString();
+  }
+  SendJson(res, PersistenceJson(ctx));
+}
+
+}  // namespace
+
+void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes) {
+  const std::string path = "/api/cache/persistence";
+  routes->push_back({"GET", path, "saved caches on disk: policy, usage and key source", false,
+                     [ctx](const httplib::Request&, httplib::Response& res) {
+                       std::lock_guard<std::mutex> lock(ctx->policy_mu);
+                       SendJson(res, PersistenceJson(ctx));
+                     }});
+  routes->push_back({"PUT", path, "change any of enabled, budget_mb, ttl_hours (saved, applied at once)", true,
+                     [ctx](const httplib::Request& req, httplib::Response& res) { HandlePut(ctx, req, res); }});
+  routes->push_back({"DELETE", path, "delete every saved cache file", true,
+                     [ctx](const httplib::Request&, httplib::Response& res) {
+                       if (ctx->saved == nullptr) {
+                         SendJson(res, {{"deleted_files", 0}, {"deleted_bytes", 0}});
+                         return;
+                       }
+                       auto removed = ctx->saved->Purge();
+                       if (!removed.ok()) {
+                         SendError(res, removed.status());
+                         return;
+                       }
+                       MX_LOG(kInfo) << "saved caches: deleted " << removed->files << " files on request";
+                       SendJson(res, {{"deleted_files", removed->files}, {"deleted_bytes", removed->bytes}});
+                     }});
+}
+
+}  // namespace mx::server

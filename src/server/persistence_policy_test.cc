@@ -1,0 +1,58 @@
+#include "server/persistence_policy.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace mx::server {
+namespace {
+
+Status Patch(const std::string& body, std::string* field) {
+  return ApplyPolicyPatch(PersistencePolicy{}, body, field).status();
+}
+
+TEST(PersistencePolicyTest, AppliesAnySubsetOfFields) {
+  auto p = ApplyPolicyPatch(PersistencePolicy{}, R"({"budget_mb": 10})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->budget_mb, 10);
+  EXPECT_TRUE(p->enabled);
+  EXPECT_EQ(p->ttl_hours, 168);
+  p = ApplyPolicyPatch(*p, R"({"enabled": false, "ttl_hours": 0})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, (PersistencePolicy{false, 10, 0}));
+}
+
+TEST(PersistencePolicyTest, ErrorsNameTheField) {
+  std::string field;
+  EXPECT_FALSE(Patch("{not json", &field).ok());
+  EXPECT_EQ(field, "");
+  EXPECT_FALSE(Patch("[1]", &field).ok());
+  Status st = Patch(R"({"budget_mb": 0})", &field);
+  EXPECT_EQ(field, "budget_mb");
+  EXPECT_NE(st.message().find("budget_mb"), std::string::npos);
+  EXPECT_FALSE(Patch(R"({"budget_mb": 16777217})", &field).ok());
+  EXPECT_FALSE(Patch(R"({"budget_mb": 1.5})", &field).ok());
+  EXPECT_FALSE(Patch(R"({"budget_mb": 18446744073709551615})", &field).ok());
+  st = Patch(R"({"ttl_hours": -1})", &field);
+  EXPECT_EQ(field, "ttl_hours");
+  st = Patch(R"({"enabled": "yes"})", &field);
+  EXPECT_EQ(field, "enabled");
+  st = Patch(R"({"budget_mb": 5, "colour": 1})", &field);
+  EXPECT_EQ(field, "colour");
+  EXPECT_NE(st.message().find("unknown field 'colour'"), std::string::npos);
+}
+
+TEST(PersistencePolicyTest, FileRoundTrips) {
+  const std::string dir = std::string(::testing::TempDir()) + "/policy_test_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(LoadPolicyFile(Env::Default(), dir).status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(SavePolicyFile(Env::Default(), dir, {false, 12, 3}).ok());
+  auto p = LoadPolicyFile(Env::Default(), dir);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, (PersistencePolicy{false, 12, 3}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mx::server
