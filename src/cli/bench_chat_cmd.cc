@@ -36,6 +36,8 @@ const std::vector<FlagSpec> kFlags = {
     {"out", "bench-out/chat", "output path prefix: <out>.csv and <out>.png"},
     {"label", "matricxon", "name of the server in the CSV and plot"},
     {"seed", "1", "seed of the chat text"},
+    {"trim-tokens", "0", "overflow scenario: before a turn whose chat passed this many prompt tokens, drop "
+                         "the oldest user/assistant pair (the system prompt stays), as pAIring does (0 = never)"},
 };
 
 const char* kWords[] = {"the",   "cache", "keeps",  "every", "chat",   "state", "so",     "next",  "turn",
@@ -165,6 +167,7 @@ Status Run(const Flags& f) {
   MX_ASSIGN_OR_RETURN(int64_t user_words, f.GetInt("user-words", 1, 100000));
   MX_ASSIGN_OR_RETURN(int64_t reply_tokens, f.GetInt("reply-tokens", 1, 100000));
   MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
+  MX_ASSIGN_OR_RETURN(int64_t trim_tokens, f.GetInt("trim-tokens", 0, int64_t{1} << 30));
   std::vector<std::string> modes;
   for (const std::string m : {"on", "off"}) {
     if (f.Get("modes").find(m) != std::string::npos) modes.push_back(m);
@@ -181,7 +184,16 @@ Status Run(const Flags& f) {
     Json messages = Json::array();
     if (system_words > 0) messages.push_back({{"role", "system"}, {"content", Words(rng, static_cast<int>(system_words))}});
     double sum_ttft = 0;
+    int64_t last_prompt_tokens = 0;
     for (int turn = 1; turn <= turns; ++turn) {
+      // The client trims the oldest exchange once the chat outgrew its window.
+      int trimmed = 0;
+      const size_t first = system_words > 0 ? 1 : 0;
+      if (trim_tokens > 0 && last_prompt_tokens > trim_tokens && messages.size() >= first + 2) {
+        messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first),
+                       messages.begin() + static_cast<std::ptrdiff_t>(first + 2));
+        trimmed = 2;
+      }
       messages.push_back({{"role", "user"}, {"content", Words(rng, static_cast<int>(user_words))}});
       // ignore_eos: every reply has exactly reply-tokens tokens, so turns are comparable.
       Json body = {{"messages", messages},     {"max_tokens", reply_tokens}, {"temperature", 0},
@@ -194,10 +206,11 @@ Status Run(const Flags& f) {
       std::string reply;
       MX_RETURN_IF_ERROR(RunTurn(target, body, &r, &reply).WithContext("turn " + std::to_string(turn)));
       messages.push_back({{"role", "assistant"}, {"content", reply}});
+      last_prompt_tokens = r.prompt_tokens + r.completion_tokens;
       sum_ttft += r.ttft_ms;
-      std::fprintf(stderr, "[cache %-3s] turn %2d: prompt %6lld tokens, cached %6lld, TTFT %9.1f ms, total %9.1f ms\n",
+      std::fprintf(stderr, "[cache %-3s] turn %2d: prompt %6lld tokens, cached %6lld, TTFT %9.1f ms, total %9.1f ms%s\n",
                    mode.c_str(), turn, static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
-                   r.ttft_ms, r.total_ms);
+                   r.ttft_ms, r.total_ms, trimmed ? "  (oldest exchange trimmed)" : "");
       results.push_back(r);
     }
     std::fprintf(stderr, "[cache %-3s] total TTFT over %lld turns: %.1f ms\n", mode.c_str(),

@@ -51,6 +51,14 @@ TEST(PersistencePolicyTest, FileRoundTrips) {
   auto p = LoadPolicyFile(Env::Default(), dir);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(*p, (PersistencePolicy{false, 12, 3}));
+  EXPECT_EQ(std::filesystem::status(dir + "/" + kPolicyFileName).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // A damaged file is an error naming the file (the server then uses the environment).
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir + "/" + kPolicyFileName, R"({"budget_mb": -1})", 0600).ok());
+  auto bad = LoadPolicyFile(Env::Default(), dir);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(kPolicyFileName), std::string::npos);
+  EXPECT_NE(bad.status().message().find("budget_mb"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
