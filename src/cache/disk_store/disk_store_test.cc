@@ -352,17 +352,6 @@ TEST_F(DiskStoreTest, JunkAndStaleTemporariesAreCleanedUnknownNamesLeftAlone) {
                                                "prompt_cache_policy.json"}));
 }
 
-TEST_F(DiskStoreTest, SaveIntoAReadOnlyFolderFailsCleanly) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores folder permissions (FaultEnv variant covers it)";
-  SavedEntryInfo old = SaveOk(Tokens(1, 10), "old");
-  ASSERT_EQ(::chmod(dir_.path().c_str(), 0500), 0);
-  SaveMeta meta{kModelA};
-  auto r = store_->Save(meta, Tokens(1, 10), "new");
-  ::chmod(dir_.path().c_str(), 0700);
-  EXPECT_FALSE(r.ok());
-  EXPECT_EQ(Names(), std::vector<std::string>{CacheFileName(old.id)});
-}
-
 TEST_F(DiskStoreTest, FileDeletedBehindTheStoresBackIsNotFoundAndUnindexed) {
   SavedEntryInfo a = SaveOk(Tokens(1, 10), "a");
   fs::remove(PathOf(a.id));
