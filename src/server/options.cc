@@ -20,6 +20,8 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4", "conversations kept in RAM per model (1..64)"},
       {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
        "RAM the cached conversations of a model may use together, MiB (1..16777216)"},
+      {"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "prompt-cache-context-shift", "true",
+       "keep a chat's cache when old messages are trimmed (true/false)"},
       {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true", "save caches to disk (true/false)"},
       {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "persist-cache-budget-mb", "4096",
        "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
@@ -101,6 +103,8 @@ Result<ServerOptions> LoadServerOptions(
       o.prompt_cache_slots = static_cast<int>(n);
     } else if (s.flag == "prompt-cache-budget-mb") {
       MX_ASSIGN_OR_RETURN(o.prompt_cache_budget_mb, ParseRange(name, v, 1, int64_t{1} << 24));
+    } else if (s.flag == "prompt-cache-context-shift") {
+      MX_ASSIGN_OR_RETURN(o.prompt_cache_context_shift, ParseBoolSetting(name, v));
     } else if (s.flag == "persist-prompt-cache") {
       MX_ASSIGN_OR_RETURN(o.persist_prompt_cache, ParseBoolSetting(name, v));
     } else if (s.flag == "persist-cache-budget-mb") {

@@ -29,6 +29,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.n_parallel = ctx_.options.parallel;
   mo.scheduler.cache.slots = ctx_.options.prompt_cache_slots;
   mo.scheduler.cache.budget_bytes = static_cast<uint64_t>(ctx_.options.prompt_cache_budget_mb) << 20;
+  mo.scheduler.cache.context_shift = ctx_.options.prompt_cache_context_shift;
   mo.scheduler.cache.saved = saved_.get();
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();

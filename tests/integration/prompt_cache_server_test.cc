@@ -163,6 +163,46 @@ TEST_F(CacheServerTest, SlotLimitEvictsTheLeastRecentlyUsedChat) {
       << metrics.raw;
 }
 
+// pAIring trims the oldest exchanges (keeping the system prompt) once a chat
+// outgrows the window: with context shift on, the cache survives every trim;
+// off, the next turn re-reads from the common start.
+TEST_F(CacheServerTest, TrimmedChatKeepsItsCacheThroughContextShift) {
+  for (const char* setting : {"true", "false"}) {
+    SCOPED_TRACE(setting);
+    ServerProcess p;
+    std::string error;
+    const std::string dir = TempDir(std::string("shift_") + setting);
+    ASSERT_TRUE(MakeModel(dir + "/models/tiny.gguf"));
+    ASSERT_TRUE(p.Start({"--threads", "1", "--ctx-size", "1024", "--persist-prompt-cache", "false"},
+                        {{"MATRICXON_MODELS_DIR", dir + "/models"}, {"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", setting}},
+                        dir + "/server.log", &error))
+        << error;
+    std::vector<Msg> chat = {{"system", kSystem}};
+    const char* questions[] = {"first question about the cache", "second question about tokens",
+                               "third question about the state", "fourth question about shifts",
+                               "fifth question about trimming"};
+    Turn last;
+    for (int i = 0; i < 5; ++i) {
+      if (i >= 3) chat.erase(chat.begin() + 1, chat.begin() + 3);  // drop the oldest exchange
+      chat.push_back({"user", questions[i]});
+      last = Chat(p.port(), chat, 6);
+      chat.push_back({"assistant", last.text});
+      if (i >= 3) {
+        // On: all but the new exchange (reply + question + template, < 45 tokens) is
+        // reused. Off: only the common start (system prompt) is.
+        if (std::string(setting) == "true") {
+          EXPECT_GE(last.cached, last.prompt_tokens - 45) << "turn " << i;
+        } else {
+          EXPECT_LT(last.cached, last.prompt_tokens - 45) << "turn " << i;
+        }
+      }
+    }
+    const size_t shifts = p.Log().find("after a context shift");
+    EXPECT_EQ(shifts != std::string::npos, std::string(setting) == "true") << p.Log();
+    fs::remove_all(dir);
+  }
+}
+
 TEST_F(CacheServerTest, BadCacheSettingStopsStartup) {
   ServerProcess p;
   std::string error;
