@@ -146,6 +146,7 @@ Status WritePlot(const std::string& out, const std::string& label) {
   const std::string script = out + ".gnuplot";
   std::ofstream g(script);
   g << "set terminal png size 900,540\n"
+    << "set termoption noenhanced\n"
     << "set output '" << out << ".png'\n"
     << "set title 'Time to first token per turn (" << label << ")'\n"
     << "set xlabel 'turn'\nset ylabel 'TTFT (ms)'\nset grid\nset key left top\n"
@@ -217,10 +218,14 @@ Status Run(const Flags& f) {
                  static_cast<long long>(turns), sum_ttft);
   }
 
+  std::string label = f.Get("label");  // a CSV field: no commas, no quotes
+  for (char& ch : label) {
+    if (ch == ',' || ch == '"') ch = ';';
+  }
   std::ofstream csv(out + ".csv");
   csv << "label,turn,cache_on,prompt_tokens,cached_tokens,completion_tokens,ttft_ms,total_ms\n";
   for (const auto& r : results) {
-    csv << f.Get("label") << "," << r.turn << "," << (r.mode == "on" ? 1 : 0) << "," << r.prompt_tokens << ","
+    csv << label << "," << r.turn << "," << (r.mode == "on" ? 1 : 0) << "," << r.prompt_tokens << ","
         << r.cached_tokens << "," << r.completion_tokens << "," << r.ttft_ms << "," << r.total_ms << "\n";
   }
   csv.close();
