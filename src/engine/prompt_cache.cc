@@ -36,6 +36,7 @@ PromptCache::PromptCache(const models::Runner& runner, const PromptCacheOptions&
     : runner_(runner),
       env_(env),
       disk_(std::move(disk)),
+      recurrent_(runner.layout()->n_recurrent > 0),
       pool_(PoolOptions(options, runner.layout()->n_recurrent > 0),
             [&runner] { return runner.NewSequence(); }, [env] { return env->WallMicros(); },
             DiskHook(disk_, std::move(on_evict))) {}
@@ -147,13 +148,15 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
                " tokens from RAM";
       if (plan.kind == cache::ReuseKind::kTruncateInPlace) {
+        t.log_ += recurrent_ ? " from a snapshot" : "";
         t.log_ += " (cut the cached chat's last " + std::to_string(plan.entry_len - t.n_reused_) +
                   " tokens)";
       }
       break;
     case cache::ReuseKind::kCopyPrefix:
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
-               " tokens from a copy of a cached chat's shared start";
+               (recurrent_ ? " tokens from a copy of a cached chat's snapshot"
+                           : " tokens from a copy of a cached chat's shared start");
       break;
     case cache::ReuseKind::kShiftInPlace:
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +

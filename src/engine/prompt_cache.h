@@ -119,6 +119,7 @@ class PromptCache {
   const models::Runner& runner_;
   Env* env_;
   DiskLevel disk_;
+  const bool recurrent_;  // a hybrid model: reuse restarts from snapshots
   SequencePool pool_;
 };
 

@@ -203,6 +203,41 @@ TEST_F(CacheServerTest, TrimmedChatKeepsItsCacheThroughContextShift) {
   }
 }
 
+// The hybrid reference model (Mamba2 + attention): a recurrent state cannot be
+// rewound, so the pool restarts from snapshots taken while prompts are read.
+// The next turn continues in place; a regenerated reply and an edited last
+// message restart from a snapshot instead of from zero; every reply equals a
+// full re-read.
+TEST_F(CacheServerTest, HybridModelRestartsFromSnapshots) {
+  signal(SIGPIPE, SIG_IGN);
+  dir_ = TempDir("hybrid");
+  fs::copy_file(std::string(MATRICXON_REF_DIR) + "/models/tiny-hybrid-nemotron_h.gguf", dir_ + "/models/tiny.gguf");
+  std::string error;
+  ASSERT_TRUE(server_.Start({"--threads", "1", "--ctx-size", "1024", "--persist-prompt-cache", "false"},
+                            {{"MATRICXON_MODELS_DIR", dir_ + "/models"}}, dir_ + "/server.log", &error))
+      << error;
+  std::vector<Msg> chat = {{"system", kSystem}, {"user", "First question for the hybrid model?"}};
+  Turn t1 = Chat(port(), chat);
+  chat.push_back({"assistant", t1.text});
+  chat.push_back({"user", "A second question."});
+  Turn t2 = Chat(port(), chat);
+  EXPECT_GT(t2.cached, 0);
+  EXPECT_EQ(t2.text, Chat(port(), chat, 8, /*cache=*/false).text);
+
+  // Regenerate the last reply: the snapshot one token before the prompt's end.
+  Turn regen = Chat(port(), chat);
+  EXPECT_EQ(regen.cached, regen.prompt_tokens - 1);
+  EXPECT_EQ(regen.text, t2.text);
+
+  // Edit the last message: an older snapshot, not zero.
+  chat.back().content = "A different second question, edited.";
+  Turn edited = Chat(port(), chat);
+  EXPECT_GT(edited.cached, 0);
+  EXPECT_LT(edited.cached, t2.cached + 1);
+  EXPECT_EQ(edited.text, Chat(port(), chat, 8, /*cache=*/false).text);
+  EXPECT_NE(Log().find("from a snapshot"), std::string::npos) << Log();
+}
+
 TEST_F(CacheServerTest, BadCacheSettingStopsStartup) {
   ServerProcess p;
   std::string error;
