@@ -14,8 +14,9 @@ namespace {
 
 const std::vector<FlagSpec> kFlags = {
     {"out", "", "path of the .gguf file to write (required)"},
-    {"preset", "tiny", "starting shape: tiny, smollm2-135m, qwen3-0.6b, llama-135m"},
-    {"arch", "", "architecture: llama, qwen2, qwen3"},
+    {"preset", "tiny", "starting shape: tiny, tiny-hybrid, smollm2-135m, qwen3-0.6b, llama-135m"},
+    {"arch", "", "architecture: llama, qwen2, qwen3, nemotron_h"},
+    {"layer-pattern", "", "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default M-M*-M*-)"},
     {"layers", "", "number of layers"},
     {"dim", "", "embedding width"},
     {"heads", "", "attention heads"},
@@ -65,6 +66,7 @@ Status Run(const Flags& f) {
   if (f.Get("out").empty()) return Status::InvalidArgument("--out is required");
   MX_ASSIGN_OR_RETURN(models::SyntheticSpec spec, models::SyntheticPreset(f.Get("preset")));
   if (f.Has("arch")) spec.arch = f.Get("arch");
+  if (f.Has("layer-pattern")) spec.layer_pattern = f.Get("layer-pattern");
   struct IntFlag {
     const char* name;
     int64_t* field;

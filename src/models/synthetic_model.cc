@@ -208,7 +208,7 @@ SyntheticVocab BuildSyntheticVocab(int64_t n_vocab) {
 }
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny", "smollm2-135m", "qwen3-0.6b", "llama-135m"};
+  return {"tiny", "tiny-hybrid", "smollm2-135m", "qwen3-0.6b", "llama-135m"};
 }
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
@@ -225,6 +225,11 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.arch = "qwen3";
     s.n_layer = 28, s.n_embd = 1024, s.n_head = 16, s.n_kv_head = 8, s.head_dim = 128;
     s.n_ff = 3072, s.n_vocab = 151936, s.n_ctx = 40960, s.tied_embeddings = true;
+    return s;
+  }
+  if (preset == "tiny-hybrid") {  // the shape of ref/tiny-hybrid-nemotron_h
+    s.arch = "nemotron_h";
+    s.n_layer = 8, s.n_embd = 128, s.n_head = 4, s.n_kv_head = 2, s.n_ff = 256;
     return s;
   }
   if (preset == "llama-135m") {
@@ -259,8 +264,21 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     }
     return Status::Ok();
   };
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return Status::InvalidArgument("arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h") {
+    return Status::InvalidArgument("arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h)");
+  }
+  if (s.arch == "nemotron_h") {
+    if (s.layer_pattern.empty() || s.layer_pattern.find_first_not_of("M*-") != std::string::npos) {
+      return Status::InvalidArgument("layer pattern '" + s.layer_pattern +
+                                     "': expected letters M (Mamba2), * (attention), - (MLP)");
+    }
+    const int64_t d_inner = 2 * s.n_embd;
+    if (s.ssm_head_dim <= 0 || d_inner % s.ssm_head_dim != 0 || s.ssm_groups <= 0 ||
+        (d_inner / s.ssm_head_dim) % s.ssm_groups != 0 || s.ssm_state <= 0 || s.ssm_conv < 2) {
+      return Status::InvalidArgument("Mamba2 shape: d_inner " + std::to_string(d_inner) + " must split into heads of " +
+                                     std::to_string(s.ssm_head_dim) + " that divide into " +
+                                     std::to_string(s.ssm_groups) + " groups");
+    }
   }
   MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
   MX_RETURN_IF_ERROR(positive("dim", s.n_embd, 65536));
@@ -313,12 +331,33 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
   w.SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
   w.SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
   w.SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  w.SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+  const bool hybrid = a == "nemotron_h";
+  auto kind = [&](int64_t i) { return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()]; };
+  const int64_t d_inner = 2 * e, n_ssm_head = d_inner / s.ssm_head_dim;
+  const int64_t n_ch = d_inner + 2 * s.ssm_groups * s.ssm_state;
+  if (hybrid) {
+    std::vector<int32_t> ff, kv;
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+      ff.push_back(kind(i) == '-' ? static_cast<int32_t>(s.n_ff) : 0);
+      kv.push_back(kind(i) == '*' ? static_cast<int32_t>(s.n_kv_head) : 0);
+    }
+    w.SetI32Array(a + ".feed_forward_length", ff);
+    w.SetI32Array(a + ".attention.head_count_kv", kv);
+    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w.SetF32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    w.SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
+    w.SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d_inner));
+    w.SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.ssm_state));
+    w.SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(n_ssm_head));
+    w.SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.ssm_groups));
+  } else {
+    w.SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w.SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+  }
   w.SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
   w.SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-  w.SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
+  w.SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
   w.SetF32(a + ".rope.freq_base", theta);
   w.SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
 
@@ -342,10 +381,32 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     float std;     // 0: norm weight (1 + 0.1 N)
     bool matrix;   // stored in the weight type
     int64_t layer = -1;
+    int init = 0;  // 1: Mamba2 A = -U[1, 8]; 2: dt bias = softplus^-1(dt0), dt0 log-uniform [1e-3, 1e-1]
   };
   std::vector<Plan> plan;
   plan.push_back({"token_embd.weight", e, s.n_vocab, s.tied_embeddings ? 0.15f : 1.0f, true});
-  for (int64_t i = 0; i < s.n_layer; ++i) {
+  for (int64_t i = 0; i < s.n_layer && hybrid; ++i) {
+    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
+    if (kind(i) == 'M') {
+      plan.push_back({Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, 1 / std::sqrt(float(e)), true, i});
+      plan.push_back({Blk(i, "ssm_conv1d.weight"), s.ssm_conv, n_ch, 0.5f, false});
+      plan.push_back({Blk(i, "ssm_conv1d.bias"), n_ch, 1, 0.1f, false});
+      plan.push_back({Blk(i, "ssm_dt.bias"), n_ssm_head, 1, 1.0f, false, i, 2});
+      plan.push_back({Blk(i, "ssm_a"), 1, n_ssm_head, 1.0f, false, i, 1});
+      plan.push_back({Blk(i, "ssm_d"), 1, n_ssm_head, 0, false});
+      plan.push_back({Blk(i, "ssm_norm.weight"), d_inner / s.ssm_groups, s.ssm_groups, 0, false});
+      plan.push_back({Blk(i, "ssm_out.weight"), d_inner, e, 1 / std::sqrt(float(d_inner)), true, i});
+    } else if (kind(i) == '*') {
+      plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
+      plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
+      plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
+      plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
+    } else {
+      plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
+      plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
+    }
+  }
+  for (int64_t i = 0; i < s.n_layer && !hybrid; ++i) {
     plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
     plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
     plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
@@ -379,11 +440,21 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     std::string bytes(rb * static_cast<size_t>(p.rows), '\0');
     row.resize(static_cast<size_t>(p.cols));
     for (int64_t r = 0; r < p.rows; ++r) {
-      for (auto& x : row) x = p.std == 0 ? 1.0f + 0.1f * rng.Normal() : p.std * rng.Normal();
+      for (auto& x : row) {
+        if (p.init == 1) {
+          x = -1.0f - 7.0f * static_cast<float>(rng.Uniform());
+        } else if (p.init == 2) {
+          const double dt0 = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.Uniform());
+          x = static_cast<float>(std::log(std::expm1(dt0)));
+        } else {
+          x = p.std == 0 ? 1.0f + 0.1f * rng.Normal() : p.std * rng.Normal();
+        }
+      }
       kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb, p.cols);
     }
-    std::vector<int64_t> shape = p.rows == 1 && !p.matrix ? std::vector<int64_t>{p.cols}
-                                                           : std::vector<int64_t>{p.cols, p.rows};
+    std::vector<int64_t> shape = p.rows == 1 && !p.matrix && p.init == 0 && p.cols != 1
+                                     ? std::vector<int64_t>{p.cols}
+                                     : std::vector<int64_t>{p.cols, p.rows};
     MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, shape, std::move(bytes)));
     done += static_cast<uint64_t>(p.cols * p.rows);
     if (progress) progress(done, total);

@@ -25,7 +25,7 @@ namespace mx::models {
 
 struct SyntheticSpec {
   std::string name = "synthetic";
-  std::string arch = "llama";  // llama, qwen2, qwen3
+  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;
@@ -41,6 +41,15 @@ struct SyntheticSpec {
   bool tied_embeddings = false;
   float rope_theta = 0;  // 0: 1e4 for llama, 1e6 for qwen2/qwen3
   uint64_t seed = 1;
+  // nemotron_h (hybrid): the layer kinds, repeated to n_layer: 'M' Mamba2,
+  // '*' attention (no RoPE), '-' MLP (up, ReLU^2, down). The Mamba2 layers
+  // have d_inner = 2 * n_embd split in heads of ssm_head_dim, ssm_groups
+  // groups, ssm_state state size and a causal conv of ssm_conv taps.
+  std::string layer_pattern = "M-M*-M*-";
+  int64_t ssm_state = 16;
+  int64_t ssm_groups = 2;
+  int64_t ssm_head_dim = 32;
+  int64_t ssm_conv = 4;
 };
 
 // Named shapes: "tiny" (the ref tiny-llama shape), "smollm2-135m",

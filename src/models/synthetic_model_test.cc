@@ -154,3 +154,41 @@ TEST(SyntheticSpecTest, KQuantNeedsRowsOf256) {
 
 }  // namespace
 }  // namespace mx::models
+
+namespace mx::models {
+namespace {
+
+// make-model writes nemotron_h as llama.cpp lays it out: per-layer kind
+// arrays, Mamba2 tensors and SSM keys; the engine loads it, reads the layer
+// kinds from the arrays, and chunking keeps its logits bit-identical.
+TEST(SyntheticHybridTest, NemotronHLoadsWithItsLayerPatternAndRuns) {
+  auto spec = SyntheticPreset("tiny-hybrid");
+  ASSERT_TRUE(spec.ok());
+  spec->layer_pattern = "M*-M";
+  spec->n_layer = 6;
+  spec->n_vocab = 512;
+  spec->weight_type = DType::kQ8_0;
+  const std::string path = ::testing::TempDir() + "/mx_synth_hybrid.gguf";
+  ASSERT_TRUE(WriteSyntheticModel(Env::Default(), *spec, path).ok());
+  auto model = Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.arch, Arch::kNemotronH);
+  const LayerKind want[] = {LayerKind::kMamba2, LayerKind::kAttention, LayerKind::kMlp,
+                            LayerKind::kMamba2, LayerKind::kMamba2, LayerKind::kAttention};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(c.layers[i].kind, want[i]) << i;
+  EXPECT_EQ(c.ssm_d_inner, 256);
+  EXPECT_EQ(c.n_recurrent_layers(), 3);
+  EXPECT_LT((*model)->layer(0).ssm_a[0], -0.99f);  // A is negative
+  std::vector<float> batched, stepwise;
+  RunBothWays(**model, &batched, &stepwise);
+  ASSERT_FALSE(batched.empty());
+  EXPECT_EQ(std::memcmp(batched.data(), stepwise.data(), batched.size() * sizeof(float)), 0);
+  for (float v : batched) ASSERT_TRUE(std::isfinite(v));
+  SyntheticSpec bad = *spec;
+  bad.layer_pattern = "MX";
+  EXPECT_EQ(ValidateSyntheticSpec(bad).code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mx::models
