@@ -48,6 +48,8 @@ struct PromptCacheOptions {
   int64_t slots = 4;                       // MATRICXON_PROMPT_CACHE_SLOTS (1..64)
   uint64_t budget_bytes = uint64_t{2048} << 20;  // MATRICXON_PROMPT_CACHE_BUDGET_MB
   bool context_shift = true;               // MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT
+  int64_t snapshot_every = 256;            // MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY (hybrid models)
+  int64_t snapshot_count = 8;              // MATRICXON_PROMPT_CACHE_SNAPSHOTS (1..8)
   // The server's saved caches (the disk level), optional; must outlive the
   // schedulers using it. The scheduler turns it into a DiskLevel.
   SavedCacheStore* saved = nullptr;

@@ -151,7 +151,9 @@ Status Scheduler::StartSlot(Slot& s) {
   // Hybrid models: keep snapshots of the recurrent state while the prompt is
   // read, so later prompts sharing only part of it can restart there.
   if (s.seq->has_recurrent()) {
-    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(s.request.prompt.size()), s.cached)) {
+    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(s.request.prompt.size()), s.cached,
+                                         options_.cache.snapshot_every,
+                                         static_cast<size_t>(options_.cache.snapshot_count))) {
       s.seq->RequestSnapshot(p);
     }
   }

@@ -292,6 +292,45 @@ TEST(SnapshotTest, HybridStateRestartsExactlyFromASnapshot) {
   EXPECT_EQ(std::memcmp(from75.data(), want.data() + 75 * v, from75.size() * sizeof(float)), 0);
 }
 
+// A chat that keeps overflowing: five shifts in a row, each dropping the
+// oldest 30-token turn after a kept 10-token start. Positions must stay
+// consistent: layer-0 keys equal a fresh read of what remains at every step.
+TEST(RemoveSpanTest, ManyShiftsKeepPositionsConsistent) {
+  auto model = Model::Load(Env::Default(), RefModelPath("tiny-llama"), {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok());
+  auto runner = Runner::Create(**model, {.n_threads = 1, .kv_type = DType::kF32, .n_ctx = 512});
+  ASSERT_TRUE(runner.ok());
+  Runner& r = **runner;
+  std::vector<int32_t> held = RandomTokens(190, 12);
+  auto seq = r.NewSequence();
+  std::vector<BatchEntry> batch;
+  for (int32_t t : held) batch.push_back({seq.get(), t, false});
+  std::vector<float> logits;
+  ASSERT_TRUE(r.Forward(batch, &logits).ok());
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_TRUE(seq->RemoveSpan(10, 40).ok());
+    held.erase(held.begin() + 10, held.begin() + 40);
+    auto more = RandomTokens(30, 100 + static_cast<uint32_t>(round));  // the next turn, read after the shift
+    batch.clear();
+    for (int32_t t : more) batch.push_back({seq.get(), t, false});
+    ASSERT_TRUE(r.Forward(batch, &logits).ok());
+    held.insert(held.end(), more.begin(), more.end());
+    ASSERT_EQ(seq->n_tokens(), static_cast<int64_t>(held.size()));
+  }
+  auto fresh = r.NewSequence();
+  batch.clear();
+  for (int32_t t : held) batch.push_back({fresh.get(), t, false});
+  ASSERT_TRUE(r.Forward(batch, &logits).ok());
+  const int64_t dims = r.layout()->kv_dims[0];
+  float max_diff = 0;
+  for (int64_t p = 0; p < seq->n_tokens(); ++p) {
+    const float* a = reinterpret_cast<const float*>(seq->k_row(0, p));
+    const float* b = reinterpret_cast<const float*>(fresh->k_row(0, p));
+    for (int64_t i = 0; i < dims; ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  }
+  EXPECT_LT(max_diff, 1e-3f);  // five extra rotations of the oldest kept keys
+}
+
 TEST(RemoveSpanTest, RejectsBadSpansAndRecurrentState) {
   auto model = Model::Load(Env::Default(), RefModelPath("tiny-hybrid-nemotron_h"), {.progress = nullptr, .prefault = false});
   ASSERT_TRUE(model.ok());

@@ -74,3 +74,35 @@ TEST(OptionsTest, SavedCacheSettings) {
 
 }  // namespace
 }  // namespace mx::server
+
+namespace mx::server {
+namespace {
+
+TEST(OptionsTest, PromptCacheSettings) {
+  auto o = Load({}, {});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->prompt_cache_slots, 4);
+  EXPECT_EQ(o->prompt_cache_budget_mb, 2048);
+  EXPECT_TRUE(o->prompt_cache_context_shift);
+  EXPECT_EQ(o->prompt_cache_snapshot_every, 256);
+  EXPECT_EQ(o->prompt_cache_snapshots, 8);
+  o = Load({{"prompt-cache-snapshots", "3"}},
+           {{"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "false"}, {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "64"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->prompt_cache_context_shift);
+  EXPECT_EQ(o->prompt_cache_snapshot_every, 64);
+  EXPECT_EQ(o->prompt_cache_snapshots, 3);
+  for (auto [var, value] : std::vector<std::pair<std::string, std::string>>{
+           {"MATRICXON_PROMPT_CACHE_SLOTS", "0"},
+           {"MATRICXON_PROMPT_CACHE_SLOTS", "65"},
+           {"MATRICXON_PROMPT_CACHE_SNAPSHOTS", "9"},
+           {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "8"},
+           {"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "maybe"}}) {
+    auto bad = Load({}, {{var, value}});
+    ASSERT_FALSE(bad.ok()) << var << "=" << value;
+    EXPECT_NE(bad.status().message().find(var), std::string::npos) << bad.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace mx::server
