@@ -314,50 +314,13 @@ Status RunLoad(const Flags& f) {
 }  // namespace
 
 int BenchLoadCommand(int argc, char** argv) {
-  auto flags = Flags::Parse(kLoadFlags, argc, argv, 3);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "matricxon bench load: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::fputs(Flags::Usage("bench load",
-                            "Concurrent chats against an OpenAI-compatible server: aggregate generation "
-                            "tokens/s and mean time to first token per concurrency level.",
-                            kLoadFlags)
-                   .c_str(),
-               stdout);
-    return 0;
-  }
-  Status st = RunLoad(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "matricxon bench load: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand("bench load", "Concurrent chats against an OpenAI-compatible server: aggregate generation "
+                            "tokens/s and mean time to first token per concurrency level.", kLoadFlags, argc, argv, 3, RunLoad);
 }
 
 int BenchChatCommand(int argc, char** argv) {
-  // argv: matricxon bench chat [flags]
-  auto flags = Flags::Parse(kFlags, argc, argv, 3);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "matricxon bench chat: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::fputs(Flags::Usage("bench chat",
-                            "Replays a growing multi-turn chat against an OpenAI-compatible server, with the "
-                            "prompt cache on and off, and reports time to first token per turn (CSV + PNG).",
-                            kFlags)
-                   .c_str(),
-               stdout);
-    return 0;
-  }
-  Status st = Run(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "matricxon bench chat: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand("bench chat", "Replays a growing multi-turn chat against an OpenAI-compatible server, with the "
+                            "prompt cache on and off, and reports time to first token per turn (CSV + PNG).", kFlags, argc, argv, 3, Run);
 }
 
 }  // namespace mx::cli

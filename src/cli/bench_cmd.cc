@@ -176,25 +176,8 @@ int BenchCommand(int argc, char** argv) {
     std::fputs(kUsage, help ? stdout : stderr);
     return help ? 0 : 2;
   }
-  auto flags = Flags::Parse(kFlags, argc, argv, 3);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "matricxon bench engine: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::fputs(Flags::Usage("bench engine",
-                            "Measures prompt reading and generation speed (tokens/s) of a model.",
-                            kFlags)
-                   .c_str(),
-               stdout);
-    return 0;
-  }
-  Status st = RunEngine(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "matricxon bench engine: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand("bench engine", "Measures prompt reading and generation speed (tokens/s) of a model.", kFlags,
+                    argc, argv, 3, RunEngine);
 }
 
 }  // namespace mx::cli

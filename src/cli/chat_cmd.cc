@@ -168,22 +168,7 @@ Status Run(const Flags& f) {
 }  // namespace
 
 int ChatCommand(int argc, char** argv) {
-  auto flags = Flags::Parse(kFlags, argc, argv, 2);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "matricxon chat: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::fputs(Flags::Usage("chat", "Chats with a GGUF model in the terminal, streaming the reply.", kFlags).c_str(),
-               stdout);
-    return 0;
-  }
-  Status st = Run(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "matricxon chat: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand("chat", "Chats with a GGUF model in the terminal, streaming the reply.", kFlags, argc, argv, 2, Run);
 }
 
 }  // namespace mx::cli

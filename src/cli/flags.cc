@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace mx::cli {
@@ -92,6 +93,25 @@ Result<double> Flags::GetDouble(const std::string& name, double min, double max)
 bool Flags::GetBool(const std::string& name) const {
   auto v = ParseBool("--" + name, Get(name));
   return v.ok() && v.value();
+}
+
+int RunCommand(const std::string& command, const std::string& summary, const std::vector<FlagSpec>& specs,
+               int argc, char** argv, int first, const std::function<Status(const Flags&)>& run) {
+  auto flags = Flags::Parse(specs, argc, argv, first);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "matricxon %s: %s\n", command.c_str(), flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::fputs(Flags::Usage(command, summary, specs).c_str(), stdout);
+    return 0;
+  }
+  Status st = run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "matricxon %s: %s\n", command.c_str(), st.ToString().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 std::string Flags::Usage(const std::string& command, const std::string& summary,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +43,12 @@ class Flags {
   std::vector<std::string> positional_;
   bool help_ = false;
 };
+
+// The shape of every sub-command: parses argv[first..) with `specs`, prints
+// the usage for --help (exit 0), reports a flag error (exit 2), runs `run`
+// and reports its error as "matricxon <command>: <status>" (exit 1).
+int RunCommand(const std::string& command, const std::string& summary, const std::vector<FlagSpec>& specs,
+               int argc, char** argv, int first, const std::function<Status(const Flags&)>& run);
 
 // Parses an integer/real from a setting value; errors name `what` and the range.
 Result<int64_t> ParseInt(const std::string& what, const std::string& value, int64_t min, int64_t max);

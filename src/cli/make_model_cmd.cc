@@ -97,25 +97,8 @@ Status Run(const Flags& f) {
 }  // namespace
 
 int MakeModelCommand(int argc, char** argv) {
-  auto flags = Flags::Parse(kFlags, argc, argv, 2);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "matricxon make-model: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::fputs(Flags::Usage("make-model", "Writes a synthetic GGUF model with deterministic weights, "
-                                          "a byte-level BPE tokenizer and a ChatML template.",
-                            kFlags)
-                   .c_str(),
-               stdout);
-    return 0;
-  }
-  Status st = Run(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "matricxon make-model: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand("make-model", "Writes a synthetic GGUF model with deterministic weights, "
+                                          "a byte-level BPE tokenizer and a ChatML template.", kFlags, argc, argv, 2, Run);
 }
 
 }  // namespace mx::cli
