@@ -41,17 +41,58 @@ PromptCache::PromptCache(const models::Runner& runner, const PromptCacheOptions&
             [&runner] { return runner.NewSequence(); }, [env] { return env->WallMicros(); },
             DiskHook(disk_, std::move(on_evict))) {}
 
+Result<PromptCache::LoadedState> PromptCache::LoadSaved(const std::string& id) {
+  LoadedState out;
+  auto loaded = disk_.store->Load(id, disk_.binding, disk_.io_pool);
+  if (!loaded.ok()) {
+    MX_LOG(kWarn) << "saved cache " << id << " could not be loaded: " << loaded.status().ToString();
+    return loaded.status();
+  }
+  auto state = models::SequenceState::Deserialize(runner_.layout(), loaded->payload());
+  Status st = state.ok() ? Status::Ok() : state.status();
+  if (st.ok() && (*state)->n_tokens() != static_cast<int64_t>(loaded->tokens.size())) {
+    st = Status::Corruption("saved cache " + id + ": its state does not hold the tokens it was saved with");
+  }
+  if (!st.ok()) {
+    // A damaged state is deleted; one that only does not fit this server
+    // (e.g. more tokens than the context now holds) is left alone.
+    const bool damaged = st.code() == Status::Code::kCorruption || st.code() == Status::Code::kNotSupported;
+    MX_LOG(kWarn) << "saved cache " << id << " was not used" << (damaged ? " and is deleted: " : ": ")
+                  << st.ToString();
+    if (damaged) disk_.store->Remove(id);
+    return st;
+  }
+  out.tokens = std::move(loaded->tokens);
+  out.state = std::move(state).value();
+  return out;
+}
+
 bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t,
                           std::string* why) {
   const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt);
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  // At least one prompt token is left to read, so the reply has logits.
+  const int64_t use =
+      m.found ? std::min<int64_t>(static_cast<int64_t>(m.common_prefix), n_prompt - 1) : 0;
+  // A chat its client trimmed may continue a saved chat once the trimmed
+  // span is removed (context shift; not for recurrent state).
+  const cache::LookupOptions& lo = pool_.options().lookup;
+  if (lo.context_shift && !recurrent_) {
+    cache::ShiftMatch sm = disk_.store->FindShift(disk_.binding, prompt, lo.min_shift_kept);
+    if (sm.found) {
+      sm.plan.kept = std::min<int64_t>(sm.plan.kept, n_prompt - 1 - sm.plan.drop_begin);
+      const int64_t n_entry = static_cast<int64_t>(sm.entry.n_tokens);
+      if (sm.plan.kept > 0 && sm.plan.reused() > std::max(use, ram.n_reuse) + disk_.store->min_gain_tokens() &&
+          n_entry <= runner_.n_ctx() && TryDiskShift(prompt, sm, t)) {
+        return true;
+      }
+    }
+  }
   if (!m.found) {
     *why = m.why_none;
     return false;
   }
-  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   const int64_t n_entry = static_cast<int64_t>(m.entry.n_tokens);
-  // At least one prompt token is left to read, so the reply has logits.
-  const int64_t use = std::min<int64_t>(static_cast<int64_t>(m.common_prefix), n_prompt - 1);
   if (n_entry > runner_.n_ctx()) {
     *why = "the best saved cache (" + std::to_string(n_entry) + " tokens) is longer than this context (" +
            std::to_string(runner_.n_ctx()) + ")";
@@ -62,51 +103,40 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPl
     return false;
   }
   const uint64_t t0 = env_->NowMicros();
-  auto loaded = disk_.store->Load(m.entry.id, disk_.binding, disk_.io_pool);
+  auto loaded = LoadSaved(m.entry.id);
   if (!loaded.ok()) {
-    MX_LOG(kWarn) << "saved cache " << m.entry.id << " could not be loaded: " << loaded.status().ToString();
-    *why = "the saved cache could not be loaded (" + loaded.status().message() + ")";
+    *why = "the saved cache could not be used (" + loaded.status().message() + ")";
     return false;
   }
-  auto state = models::SequenceState::Deserialize(runner_.layout(), loaded->payload());
-  Status st = state.ok() ? Status::Ok() : state.status();
-  if (st.ok() && ((*state)->n_tokens() != static_cast<int64_t>(loaded->tokens.size()) ||
-                  static_cast<int64_t>(cache::CommonPrefix(loaded->tokens, prompt)) < use)) {
-    st = Status::Corruption("saved cache " + m.entry.id + ": its state does not hold the tokens it was found by");
-  }
-  if (!st.ok()) {
-    // A damaged state is deleted; one that only does not fit this server
-    // (e.g. more tokens than the context now holds) is left alone.
-    const bool damaged = st.code() == Status::Code::kCorruption || st.code() == Status::Code::kNotSupported;
-    MX_LOG(kWarn) << "saved cache " << m.entry.id << " was not used" << (damaged ? " and is deleted: " : ": ")
-                  << st.ToString();
-    if (damaged) disk_.store->Remove(m.entry.id);
-    *why = "the saved cache could not be used (" + st.message() + ")";
+  if (static_cast<int64_t>(cache::CommonPrefix(loaded->tokens, prompt)) < use) {
+    disk_.store->Remove(m.entry.id);
+    *why = "the saved cache could not be used (its tokens differ from the index)";
     return false;
   }
+  std::unique_ptr<models::SequenceState> state = std::move(loaded->state);
   // Recurrent state cannot be rewound: cut at the newest snapshot (or the
   // end) at or before `use`.
   int64_t cut = use;
-  if ((*state)->has_recurrent()) {
+  if (state->has_recurrent()) {
     cut = 0;
-    std::vector<int64_t> points = (*state)->SnapshotPositions();
-    points.push_back((*state)->n_tokens());
+    std::vector<int64_t> points = state->SnapshotPositions();
+    points.push_back(state->n_tokens());
     for (int64_t p : points) {
-      if (p <= use && (*state)->CanCutAt(p)) cut = std::max(cut, p);
+      if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
     }
     if (cut < ram.n_reuse + disk_.store->min_gain_tokens()) {
       *why = "the best saved cache has no recurrent snapshot within the shared start";
       return false;
     }
   }
-  if (cut < (*state)->n_tokens()) {
-    if (Status cut_st = (*state)->Truncate(cut); !cut_st.ok()) {
+  if (cut < state->n_tokens()) {
+    if (Status cut_st = state->Truncate(cut); !cut_st.ok()) {
       *why = "the saved cache could not be cut (" + cut_st.message() + ")";
       return false;
     }
   }
   std::vector<int32_t> tokens(loaded->tokens.begin(), loaded->tokens.begin() + cut);
-  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state).value());
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
   t->n_reused_ = cut;
   t->log_ = "reused " + std::to_string(cut) + " of " + std::to_string(n_prompt) +
             " tokens from disk (a saved cache of " + std::to_string(n_entry) + " tokens, loaded in " +
@@ -114,6 +144,32 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPl
   // The whole saved chat now lives in RAM and goes back to disk when it
   // leaves the pool; keeping the file too would only duplicate it.
   if (cut == n_entry) disk_.store->Remove(m.entry.id);
+  return true;
+}
+
+bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& sm, CacheTicket* t) {
+  const uint64_t t0 = env_->NowMicros();
+  auto loaded = LoadSaved(sm.entry.id);
+  if (!loaded.ok()) return false;
+  const cache::ShiftPlan& plan = sm.plan;
+  std::unique_ptr<models::SequenceState> state = std::move(loaded->state);
+  if (plan.drop_end > state->n_tokens() || !state->RemoveSpan(plan.drop_begin, plan.drop_end).ok() ||
+      !state->Truncate(plan.reused()).ok()) {
+    return false;
+  }
+  std::vector<int32_t> tokens = std::move(loaded->tokens);
+  tokens.erase(tokens.begin() + plan.drop_begin, tokens.begin() + plan.drop_end);
+  tokens.resize(static_cast<size_t>(plan.reused()));
+  if (!std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;  // index and file disagree
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
+  t->n_reused_ = plan.reused();
+  t->log_ = "reused " + std::to_string(plan.reused()) + " of " + std::to_string(prompt.size()) +
+            " tokens from disk after a context shift (a saved cache of " + std::to_string(sm.entry.n_tokens) +
+            " tokens, dropped " + std::to_string(plan.drop_end - plan.drop_begin) + " trimmed tokens at position " +
+            std::to_string(plan.drop_begin) + ", loaded in " + std::to_string((env_->NowMicros() - t0) / 1000) +
+            " ms)";
+  // The chat lives in RAM now (without the span its client dropped).
+  disk_.store->Remove(sm.entry.id);
   return true;
 }
 

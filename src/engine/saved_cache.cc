@@ -374,6 +374,13 @@ cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::
   return d->FindLongestPrefix(model, prompt);
 }
 
+cache::ShiftMatch SavedCacheStore::FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                                             int64_t min_kept) const {
+  auto d = disk();
+  if (d == nullptr) return cache::ShiftMatch{};
+  return d->FindShift(model, prompt, min_kept);
+}
+
 Result<cache::LoadedEntry> SavedCacheStore::Load(const std::string& id, const cache::ModelBinding& model,
                                                  ThreadPool* pool) {
   auto d = disk();

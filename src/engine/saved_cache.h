@@ -132,6 +132,10 @@ class SavedCacheStore {
   // The saved cache of `model` sharing the longest start with `prompt`
   // (memory only). When saving is off: !found, why_none "the disk cache is off".
   cache::PrefixMatch Find(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
+  // The saved chat of `model` that `prompt` continues once one trimmed span
+  // is removed (context shift); !found when saving is off.
+  cache::ShiftMatch FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                              int64_t min_kept) const;
   Result<cache::LoadedEntry> Load(const std::string& id, const cache::ModelBinding& model, ThreadPool* pool);
   // Deletes one saved file (its state was taken back into RAM).
   void Remove(const std::string& id);

@@ -174,6 +174,28 @@ TEST_F(SavedCacheServerTest, RestartedServerGoesOnFromDisk) {
   EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t2.text);
 }
 
+// A chat saved at shutdown, then trimmed by its client (oldest exchange
+// dropped, system prompt kept) after the restart: the saved state is loaded,
+// the trimmed span removed (context shift) and only the new tail read.
+TEST_F(SavedCacheServerTest, TrimmedChatShiftsFromDiskAfterARestart) {
+  Start();
+  std::vector<Msg> chat = {{"system", kSystem}};
+  for (const char* q : {"first question about the cache?", "second question about tokens?",
+                        "third question about the state?"}) {
+    chat.push_back({"user", q});
+    Turn t = Chat(port(), chat);
+    chat.push_back({"assistant", t.text});
+  }
+  Stop();
+  Start();
+  WaitForFiles(1);
+  chat.erase(chat.begin() + 1, chat.begin() + 3);  // the client drops the oldest exchange
+  chat.push_back({"user", "fourth question after the trim?"});
+  Turn t = Chat(port(), chat);
+  EXPECT_GE(t.cached, t.prompt_tokens - 45) << Log();
+  EXPECT_NE(Log().find("from disk after a context shift"), std::string::npos) << Log();
+}
+
 TEST_F(SavedCacheServerTest, ChatEvictedFromRamComesBackFromDisk) {
   Start({"--prompt-cache-slots", "1"});
   std::vector<Msg> a = {{"system", kSystem}, {"user", "alpha alpha alpha"}};

@@ -392,6 +392,22 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model,
   return match;
 }
 
+ShiftMatch DiskStore::FindShift(const ModelBinding& model, std::span<const int32_t> tokens,
+                                int64_t min_kept) const {
+  ShiftMatch best;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, e] : index_) {
+    if (!(e.info.model == model)) continue;
+    auto plan = PlanShift(e.tokens, tokens, min_kept);
+    if (plan && (!best.found || plan->reused() > best.plan.reused())) {
+      best.found = true;
+      best.entry = e.info;
+      best.plan = *plan;
+    }
+  }
+  return best;
+}
+
 Result<LoadedEntry> DiskStore::Load(const std::string& id, const ModelBinding& model,
                                     ThreadPool* pool) {
   {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cache/crypto/key_store.h"
+#include "cache/policy/cache_policy.h"
 #include "cache/disk_store/disk_format.h"
 #include "cache/policy/disk_policy.h"
 #include "core/env.h"
@@ -70,6 +71,14 @@ struct PrefixMatch {
   size_t common_prefix = 0;     // tokens shared with the prompt (> 0 when found)
   std::string why_none;         // when !found, worded for the log (SPEC §8)
   bool other_model = false;     // when !found: a file of another model shared a start
+};
+
+// Result of FindShift: a saved chat that the prompt continues once one span
+// (messages the client trimmed) is removed from it.
+struct ShiftMatch {
+  bool found = false;
+  SavedEntryInfo entry;
+  ShiftPlan plan;  // the span to remove; plan.reused() tokens are then shared
 };
 
 // A loaded entry. The payload is a view into `plaintext`.
@@ -133,6 +142,10 @@ class DiskStore {
   // when only they share a start, why_none says "the saved cache was made by
   // another model". Memory only, no I/O.
   PrefixMatch FindLongestPrefix(const ModelBinding& model, std::span<const int32_t> tokens) const;
+  // The verified file of `model` that, with one span removed (a chat its
+  // client trimmed), shares the most with `tokens` (cache/policy PlanShift,
+  // at least `min_kept` tokens after the span).
+  ShiftMatch FindShift(const ModelBinding& model, std::span<const int32_t> tokens, int64_t min_kept) const;
 
   // Reads `id`, opens every chunk (in parallel on `pool` when given) and
   // returns tokens + payload; marks the entry used now. NotFound when `id`
