@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "server_process.h"
 
@@ -57,6 +58,33 @@ inline Reply Get(int port, const std::string& path) {
   r.raw = res->body;
   r.body = Json::parse(res->body, nullptr, false);
   return r;
+}
+
+// A chat message, a greedy chat completion against model "tiny", and what
+// the reply says about the prompt cache.
+struct Msg {
+  std::string role, content;
+};
+
+struct Turn {
+  std::string text;
+  int64_t prompt_tokens = 0, cached = 0;
+};
+
+inline Json ChatRequestBody(const std::vector<Msg>& msgs, int max_tokens, bool cache = true) {
+  Json m = Json::array();
+  for (const auto& x : msgs) m.push_back({{"role", x.role}, {"content", x.content}});
+  return {{"model", "tiny"}, {"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0},
+          {"cache_prompt", cache}};
+}
+
+inline Turn Chat(int port, const std::vector<Msg>& msgs, int max_tokens = 8, bool cache = true) {
+  Reply r = Post(port, "/v1/chat/completions", ChatRequestBody(msgs, max_tokens, cache).dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  if (r.status != 200) return {};
+  return {r.body["choices"][0]["message"]["content"].get<std::string>(),
+          r.body["usage"]["prompt_tokens"].get<int64_t>(),
+          r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
 }
 
 }  // namespace mx::testing

@@ -14,31 +14,6 @@
 namespace mx::testing {
 namespace {
 
-struct Msg {
-  std::string role, content;
-};
-
-Json Body(const std::vector<Msg>& msgs, int max_tokens, bool cache = true) {
-  Json m = Json::array();
-  for (const auto& x : msgs) m.push_back({{"role", x.role}, {"content", x.content}});
-  return {{"model", "tiny"}, {"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0},
-          {"cache_prompt", cache}};
-}
-
-struct Turn {
-  std::string text;
-  int64_t prompt_tokens = 0, cached = 0;
-};
-
-Turn Chat(int port, const std::vector<Msg>& msgs, int max_tokens = 8, bool cache = true) {
-  Reply r = Post(port, "/v1/chat/completions", Body(msgs, max_tokens, cache).dump());
-  EXPECT_EQ(r.status, 200) << r.raw;
-  if (r.status != 200) return {};
-  return {r.body["choices"][0]["message"]["content"].get<std::string>(),
-          r.body["usage"]["prompt_tokens"].get<int64_t>(),
-          r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
-}
-
 class CacheServerTest : public ::testing::Test {
  protected:
   void Start(std::vector<std::string> args) {
