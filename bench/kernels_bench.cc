@@ -110,7 +110,7 @@ void BM_AttentionRow(benchmark::State& state) {
   }
   const KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, n_kv, hd};
   const std::vector<float> q = RandomVec(n_head * hd, 4);
-  std::vector<float> out(q.size()), scratch(static_cast<size_t>(n_pos));
+  std::vector<float> out(q.size()), scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
   for (auto _ : state) {
     AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, out.data(), scratch.data());
     benchmark::DoNotOptimize(out.data());
@@ -122,11 +122,12 @@ void BM_AttentionRow(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionRow)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
-// Prompt reading: 64 consecutive query tokens ending at n_pos, one head (as
-// the engine's tasks call it), F16 KV with 3 kv heads of 64 dims per row.
+// Prompt reading: 64 consecutive query tokens ending at n_pos, the 3 heads
+// of one kv head (as the engine's tasks call it), F16 KV with 3 kv heads of
+// 64 dims per row.
 void BM_AttentionRows(benchmark::State& state) {
   const int64_t n_pos = state.range(0), n_q = 64;
-  const int n_kv = 3, hd = 64;
+  const int n_kv = 3, group = 3, hd = 64;
   const int64_t kv_dim = n_kv * hd;
   std::vector<uint8_t> k(static_cast<size_t>(kv_dim * n_pos) * 2), v(k.size());
   const std::vector<float> rows = RandomVec(kv_dim, 3);
@@ -135,17 +136,19 @@ void BM_AttentionRows(benchmark::State& state) {
     StoreKvRow(DType::kF16, rows.data(), kv_dim, &v[static_cast<size_t>(p * kv_dim) * 2]);
   }
   const KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, 1, hd};
-  const std::vector<float> q = RandomVec(n_q * hd, 4);
+  const std::vector<float> q = RandomVec(n_q * group * hd, 4);
   std::vector<int64_t> np(static_cast<size_t>(n_q));
   for (int64_t i = 0; i < n_q; ++i) np[static_cast<size_t>(i)] = n_pos - n_q + 1 + i;
-  std::vector<float> out(q.size()), scratch(static_cast<size_t>(kAttentionQueryTile * n_pos));
+  std::vector<float> out(q.size()), scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
   for (auto _ : state) {
-    AttentionRows(q.data(), hd, n_q, 1, kv, np.data(), 0.125f, out.data(), hd, scratch.data());
+    AttentionRows(q.data(), group * hd, n_q, group, kv, np.data(), 0.125f, out.data(),
+                  group * hd, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(IsaName(ActiveIsa()));
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * n_q * hd * static_cast<double>(n_pos) * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * n_q * group * hd * static_cast<double>(n_pos) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionRows)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 

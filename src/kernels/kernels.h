@@ -132,21 +132,32 @@ struct KvView {
 // Causal attention of one query token over KV rows [0, n_pos):
 // for head h (kv head h / (n_head / n_kv_head)):
 //   out[h] = sum_p softmax_p(scale * q[h] . k_p) * v_p.
-// q: [n_head, head_dim] f32; out: [n_head, head_dim] f32; scratch: >= n_pos
-// floats. Single-threaded; the caller parallelises over tokens and heads.
+// q: [n_head, head_dim] f32; out: [n_head, head_dim] f32; scratch: >=
+// AttentionScratchFloats(n_pos, head_dim) floats. Single-threaded; the caller
+// parallelises over tokens and heads.
 void AttentionRow(const float* q, int n_head, const KvView& kv, int64_t n_pos, float scale,
                   float* out, float* scratch);
 
-// Query tokens per tile in AttentionRows (its scratch is sized by it).
+// Query tokens per tile in the AVX2 AttentionRows.
 inline constexpr int kAttentionQueryTile = 4;
+// (query token, head) rows that share one pass over a kv head's K/V rows in
+// the AVX-512 AttentionRows; the scratch is sized by it.
+inline constexpr int kAttentionRowTile = 32;
+// Scratch floats AttentionRow / AttentionRows need for queries attending to
+// at most max_pos positions with heads of head_dim values.
+inline constexpr int64_t AttentionScratchFloats(int64_t max_pos, int64_t head_dim) {
+  const int64_t pos16 = (max_pos + 15) / 16 * 16, dim16 = (head_dim + 15) / 16 * 16;
+  return kAttentionRowTile * (pos16 + 2 * dim16) + 64 * dim16;
+}
 
 // Attention of n_q query tokens of one sequence at once (prompt reading):
 // query i ([n_head, head_dim] at q + i * ldq) attends to KV rows
 // [0, n_pos[i]) and writes [n_head, head_dim] at out + i * ldo. Each query's
-// output is bit-identical to AttentionRow for that query alone: batching only
-// shares the K/V row loads between up to kAttentionQueryTile queries.
-// scratch: >= min(n_q, kAttentionQueryTile) * max_i(n_pos[i]) floats.
-// Single-threaded; the caller parallelises over query blocks and heads.
+// output is bit-identical to AttentionRow for that query alone, and to a call
+// per head with a one-head view: batching only shares the K/V row loads
+// between the queries and the heads that read the same kv head.
+// scratch: >= AttentionScratchFloats(max_i n_pos[i], head_dim) floats.
+// Single-threaded; the caller parallelises over query blocks and kv heads.
 void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
                    const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch);
 

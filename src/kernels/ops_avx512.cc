@@ -79,60 +79,126 @@ void Silu(float* x, int64_t n) {
 
 // ------------------------------------------------------------- attention
 //
-// Up to kAttentionQueryTile queries of one head are processed together so each
-// K/V row is loaded once for all of them. Per query the arithmetic is the
-// same whatever the tile: a score is one 16-lane FMA chain over head_dim
-// (masked tail) reduced by the HSum tree, times scale; softmax over its own
-// n_pos; each output vector one FMA chain over p in order, times 1/sum.
+// Rows are (query token, head) pairs; all rows of a call that read the same kv
+// head are processed together, up to kAttentionRowTile at a time (a "set").
+// Per row the arithmetic is fixed, whatever the set:
+//   score_p = (one FMA chain over d = 0..head_dim-1 of q[d] * k_p[d]) * scale
+//   m       = max over p < n_pos of score_p
+//   e_p     = Exp(score_p - m)
+//   sum     = 16 partial sums (partial l: e_p for p = l mod 16, p in order)
+//             folded by the HSum tree (l + l+8, + l+4, + l+2, + l+1)
+//   out[d]  = (one FMA chain over p in order of e_p * v_p[d]) * (1 / sum)
+// Two layouts compute exactly that. A set of many rows (prompt reading) puts
+// rows in the vector lanes: each K/V value is converted once and broadcast to
+// every row, and causal rows that end earlier are switched off with lane
+// masks. A set of few rows (generation) puts keys in the lanes for the scores
+// (16 K rows transposed in registers) and head dims in the lanes for the
+// weighted sum.
 
-constexpr int kQT = kAttentionQueryTile;
+constexpr int kRowTile = kAttentionRowTile;
+constexpr int kManyRows = 5;    // sets with at least this many rows use the row-lane layout
+constexpr int kKeyBlock = 64;   // K/V rows converted to f32 per block (row-lane layout)
 
-// Scores of NQ queries against NP (<= 4) consecutive key rows: s[i][j].
-template <class L, int NQ, int NP>
-void Scores(const float* const* q, const uint8_t* k, size_t rb, int hd, float scale,
-            float* const* s, int64_t p) {
-  const uint8_t* rows[4];
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) rows[j] = k + static_cast<size_t>(p + (j < NP ? j : 0)) * rb;
-  __m512 acc[NQ][4];
-#pragma GCC unroll 4
-  for (int i = 0; i < NQ; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+inline int64_t Up16(int64_t n) { return (n + 15) & ~int64_t{15}; }
+
+struct RowSet {
+  const float* q[kRowTile];
+  float* out[kRowTile];
+  float* s[kRowTile];
+  int64_t n_pos[kRowTile];
+  int n = 0;
+};
+
+// In-register transpose: r[i] holds row i (16 columns) on entry, column i on exit.
+__attribute__((always_inline)) inline void Transpose16(__m512* r) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
-  int d = 0;
-  for (; d + 16 <= hd; d += 16) {
-    __m512 kv[NP];
-#pragma GCC unroll 4
-    for (int j = 0; j < NP; ++j) kv[j] = L::Full(rows[j], d);
-#pragma GCC unroll 4
-    for (int i = 0; i < NQ; ++i) {
-      const __m512 qv = _mm512_loadu_ps(q[i] + d);
-#pragma GCC unroll 4
-      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(kv[j], qv, acc[i][j]);
-    }
+  // u[4i + k]: in 128-bit block b, column 4b + k of rows 4i..4i+3.
+  __m512 u[16];
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
-  if (d < hd) {
-    const __mmask16 m = FirstLanes(hd - d);
-    __m512 kv[NP];
-#pragma GCC unroll 4
-    for (int j = 0; j < NP; ++j) kv[j] = L::Part(rows[j], d, m);
-#pragma GCC unroll 4
-    for (int i = 0; i < NQ; ++i) {
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-#pragma GCC unroll 4
-      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(kv[j], qv, acc[i][j]);
-    }
-  }
-  const __m128 sc = _mm_set1_ps(scale);
-#pragma GCC unroll 4
-  for (int i = 0; i < NQ; ++i) {
-    const __m128 r = _mm_mul_ps(HSum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), sc);
-    _mm_mask_storeu_ps(s[i] + p, static_cast<__mmask8>((1u << NP) - 1u), r);
+  for (int k = 0; k < 4; ++k) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
+    r[k] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + k] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + k] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
   }
 }
 
-// Softmax weights in place over s[0, n); returns their sum.
+// ---- few rows: keys in lanes for the scores, dims in lanes for the sum
+
+// Scores of NR rows against keys [0, n_max): s[i][p], 16 keys at a time
+// (rows past n_max read as zeros; s rows are padded to a multiple of 16).
+template <class L, int NR>
+void ScoresFew(const RowSet& rs, const uint8_t* k, size_t rb, int hd, float scale,
+               int64_t n_max) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  const int full = hd / 16;
+  const int row_lines = (hd * L::kBytesPer16 / 16 + 63) / 64;
+  for (int64_t p0 = 0; p0 < n_max; p0 += 16) {
+    const int nk = n_max - p0 < 16 ? static_cast<int>(n_max - p0) : 16;
+    const uint8_t* rows = k + static_cast<size_t>(p0) * rb;
+    // The next block's rows (strided by the other kv heads): fetch them now.
+    if (p0 + 32 <= n_max) {
+      for (int j = 16; j < 32; ++j) {
+        const char* r = reinterpret_cast<const char*>(rows + static_cast<size_t>(j) * rb);
+        for (int l = 0; l < row_lines; ++l) _mm_prefetch(r + 64 * l, _MM_HINT_T0);
+      }
+    }
+    __m512 acc[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) acc[i] = _mm512_setzero_ps();
+    for (int c = 0; c < full; ++c) {
+      const int d0 = 16 * c;
+      __m512 t[16];
+      if (nk == 16) {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) t[j] = L::Full(rows + static_cast<size_t>(j) * rb, d0);
+      } else {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j)
+          t[j] = j < nk ? L::Full(rows + static_cast<size_t>(j) * rb, d0) : _mm512_setzero_ps();
+      }
+      Transpose16(t);
+#pragma GCC unroll 16
+      for (int dd = 0; dd < 16; ++dd) {
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rs.q[i][d0 + dd]), t[dd], acc[i]);
+      }
+    }
+    if (16 * full < hd) {  // head_dim not a multiple of 16
+      const int d0 = 16 * full, nd = hd - d0;
+      const __mmask16 m = FirstLanes(nd);
+      __m512 t[16];
+      for (int j = 0; j < 16; ++j)
+        t[j] = j < nk ? L::Part(rows + static_cast<size_t>(j) * rb, d0, m) : _mm512_setzero_ps();
+      Transpose16(t);
+      for (int dd = 0; dd < nd; ++dd) {
+        for (int i = 0; i < NR; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rs.q[i][d0 + dd]), t[dd], acc[i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) _mm512_storeu_ps(rs.s[i] + p0, _mm512_mul_ps(acc[i], sc));
+  }
+}
+
+// Softmax weights in place over s[0, n); returns their sum (16 lane partials
+// folded by HSum).
 float ExpAndSum(float* s, int64_t n) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t p = 0; p < n; p += 16) {
@@ -150,63 +216,283 @@ float ExpAndSum(float* s, int64_t n) {
   return HSum(sum);
 }
 
-// NQ queries of one head; K/V of that head at kv.k/v + offset.
-template <class L, int NQ>
-void AttentionTile(const float* const* q, const int64_t* n_pos, const KvView& kv, size_t offset,
-                   float scale, float* const* out, float* const* s) {
-  const int hd = kv.head_dim;
-  const uint8_t* k = kv.k + offset;
-  const uint8_t* v = kv.v + offset;
-  const size_t rb = kv.row_bytes;
-  int64_t n_max = 0;
-  for (int i = 0; i < NQ; ++i) n_max = n_pos[i] > n_max ? n_pos[i] : n_max;
-  int64_t p = 0;
-  for (; p + 4 <= n_max; p += 4) Scores<L, NQ, 4>(q, k, rb, hd, scale, s, p);
-  switch (n_max - p) {
-    case 3:
-      Scores<L, NQ, 3>(q, k, rb, hd, scale, s, p);
-      break;
-    case 2:
-      Scores<L, NQ, 2>(q, k, rb, hd, scale, s, p);
-      break;
-    case 1:
-      Scores<L, NQ, 1>(q, k, rb, hd, scale, s, p);
-      break;
-    default:
-      break;
-  }
-  __m512 inv[NQ];  // 0 for a query without positions: its output is zeros
-  for (int i = 0; i < NQ; ++i)
-    inv[i] = _mm512_set1_ps(n_pos[i] > 0 ? 1.0f / ExpAndSum(s[i], n_pos[i]) : 0.0f);
+// out[i] = inv[i] * sum_{p < n_pos[i]} s[i][p] * v_p for NR rows, 64 dims at a
+// time; rows that end earlier stop their own chain there.
+template <class L, int NR>
+void WeightedSumFew(const RowSet& rs, const uint8_t* v, size_t rb, int hd, const float* inv) {
+  int64_t n_min = INT64_MAX;
+  for (int i = 0; i < NR; ++i) n_min = rs.n_pos[i] < n_min ? rs.n_pos[i] : n_min;
   for (int d0 = 0; d0 < hd; d0 += 64) {
     __mmask16 m[4];
     for (int j = 0; j < 4; ++j) {
       const int rem = hd - d0 - 16 * j;
       m[j] = rem >= 16 ? static_cast<__mmask16>(0xFFFF) : (rem > 0 ? FirstLanes(rem) : 0);
     }
-    __m512 acc[NQ][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < NQ; ++i) {
-#pragma GCC unroll 4
+    __m512 acc[NR][4];
+    for (int i = 0; i < NR; ++i) {
       for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
     }
-    for (int64_t pp = 0; pp < n_max; ++pp) {
-      const uint8_t* row = v + static_cast<size_t>(pp) * rb;
+    const uint8_t* row = v;
+    const int64_t ahead = n_min - 8;
+    for (int64_t p = 0; p < n_min; ++p, row += rb) {
+      if (p < ahead) {
+        const char* r = reinterpret_cast<const char*>(row + 8 * rb) + d0 * L::kBytesPer16 / 16;
+        _mm_prefetch(r, _MM_HINT_T0);
+        _mm_prefetch(r + 64, _MM_HINT_T0);
+      }
       __m512 vv[4];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) vv[j] = L::Part(row, d0 + 16 * j, m[j]);
 #pragma GCC unroll 4
-      for (int i = 0; i < NQ; ++i) {
-        if (pp >= n_pos[i]) continue;
-        const __m512 e = _mm512_set1_ps(s[i][pp]);
+      for (int i = 0; i < NR; ++i) {
+        const __m512 e = _mm512_set1_ps(rs.s[i][p]);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(e, vv[j], acc[i][j]);
       }
     }
-    for (int i = 0; i < NQ; ++i) {
+    for (int i = 0; i < NR; ++i) {
+      __m512 a[4];
+      for (int j = 0; j < 4; ++j) a[j] = acc[i][j];
+      const uint8_t* r = v + static_cast<size_t>(n_min) * rb;
+      for (int64_t p = n_min; p < rs.n_pos[i]; ++p, r += rb) {
+        const __m512 e = _mm512_set1_ps(rs.s[i][p]);
+        for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(e, L::Part(r, d0 + 16 * j, m[j]), a[j]);
+      }
+      const __m512 iv = _mm512_set1_ps(inv[i]);
       for (int j = 0; j < 4; ++j)
-        _mm512_mask_storeu_ps(out[i] + d0 + 16 * j, m[j], _mm512_mul_ps(acc[i][j], inv[i]));
+        _mm512_mask_storeu_ps(rs.out[i] + d0 + 16 * j, m[j], _mm512_mul_ps(a[j], iv));
     }
+  }
+}
+
+template <class L, int NR>
+void AttendFewTyped(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd,
+                    float scale, int64_t n_max, float* scratch) {
+  for (int i = 0; i < NR; ++i) rs.s[i] = scratch + i * Up16(n_max);
+  ScoresFew<L, NR>(rs, k, rb, hd, scale, n_max);
+  float inv[NR];  // 0 for a row without positions: its output is zeros
+  for (int i = 0; i < NR; ++i) inv[i] = rs.n_pos[i] > 0 ? 1.0f / ExpAndSum(rs.s[i], rs.n_pos[i]) : 0.0f;
+  WeightedSumFew<L, NR>(rs, v, rb, hd, inv);
+}
+
+template <class L>
+void AttendFew(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd, float scale,
+               int64_t n_max, float* scratch) {
+  static_assert(kManyRows == 5, "AttendFew handles 1..4 rows");
+  switch (rs.n) {
+    case 4:
+      AttendFewTyped<L, 4>(rs, k, v, rb, hd, scale, n_max, scratch);
+      break;
+    case 3:
+      AttendFewTyped<L, 3>(rs, k, v, rb, hd, scale, n_max, scratch);
+      break;
+    case 2:
+      AttendFewTyped<L, 2>(rs, k, v, rb, hd, scale, n_max, scratch);
+      break;
+    default:
+      AttendFewTyped<L, 1>(rs, k, v, rb, hd, scale, n_max, scratch);
+      break;
+  }
+}
+
+// ---- many rows: rows in lanes (G groups of 16 rows)
+
+// f32 copy of rows [p0, p0 + n) of K or V (this kv head), hdp floats each,
+// zero past hd; rows n..n_pad-1 all zeros.
+template <class L>
+void ConvertRows(const uint8_t* base, size_t rb, int64_t p0, int n, int n_pad, int hd, int hdp,
+                 float* dst) {
+  const int full = hd / 16;
+  const __mmask16 tail = FirstLanes(hd - 16 * full);
+  const int row_lines = (hd * L::kBytesPer16 / 16 + 63) / 64;
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = base + static_cast<size_t>(p0 + j) * rb;
+    // The rows are strided (other kv heads in between): fetch well ahead.
+    const char* ahead = reinterpret_cast<const char*>(row + 16 * rb);
+    for (int l = 0; l < row_lines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+    float* out = dst + static_cast<size_t>(j) * hdp;
+    int d0 = 0;
+    for (int c = 0; c < full; ++c, d0 += 16) _mm512_storeu_ps(out + d0, L::Full(row, d0));
+    if (d0 < hdp) _mm512_storeu_ps(out + d0, L::Part(row, d0, tail));
+  }
+  for (int j = n; j < n_pad; ++j) {
+    for (int d0 = 0; d0 < hdp; d0 += 16)
+      _mm512_storeu_ps(dst + static_cast<size_t>(j) * hdp + d0, _mm512_setzero_ps());
+  }
+}
+
+// Scores of every row against keys [0, n_max) into st[p][G * 16].
+template <class L, int G>
+void ScoresMany(const float* qt, const uint8_t* k, size_t rb, int hd, int hdp, float scale,
+                int64_t n_max, float* kf, float* st) {
+  constexpr int NK = 16 / G;  // keys per register block: G * NK = 16 accumulators
+  constexpr int W = 16 * G;
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t p0 = 0; p0 < n_max; p0 += kKeyBlock) {
+    const int nk = n_max - p0 < kKeyBlock ? static_cast<int>(n_max - p0) : kKeyBlock;
+    const int nk_pad = (nk + NK - 1) / NK * NK;
+    ConvertRows<L>(k, rb, p0, nk, nk_pad, hd, hdp, kf);
+    for (int j0 = 0; j0 < nk_pad; j0 += NK) {
+      __m512 acc[NK][G];
+#pragma GCC unroll 16
+      for (int j = 0; j < NK; ++j) {
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) acc[j][g] = _mm512_setzero_ps();
+      }
+      const float* kb = kf + static_cast<size_t>(j0) * hdp;
+      for (int d = 0; d < hd; ++d) {
+        __m512 q[G];
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) q[g] = _mm512_loadu_ps(qt + static_cast<size_t>(d) * W + 16 * g);
+#pragma GCC unroll 16
+        for (int j = 0; j < NK; ++j) {
+          const __m512 kv = _mm512_set1_ps(kb[static_cast<size_t>(j) * hdp + d]);
+#pragma GCC unroll 2
+          for (int g = 0; g < G; ++g) acc[j][g] = _mm512_fmadd_ps(q[g], kv, acc[j][g]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int j = 0; j < NK; ++j) {
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g)
+          _mm512_storeu_ps(st + static_cast<size_t>(p0 + j0 + j) * W + 16 * g,
+                           _mm512_mul_ps(acc[j][g], sc));
+      }
+    }
+  }
+}
+
+// Softmax over st[p][g] in place for the rows of group g (lane r alive at p
+// when p < n_pos[r]); returns 1 / sum per lane (0 for rows without positions).
+template <int G>
+__m512 ExpAndSumMany(float* st, int g, __m512i npos, int64_t n_max) {
+  constexpr int W = 16 * G;
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t p = 0; p < n_max; ++p) {
+    const __mmask16 live = _mm512_cmpgt_epi32_mask(npos, _mm512_set1_epi32(static_cast<int>(p)));
+    mx = _mm512_mask_max_ps(mx, live, mx, _mm512_loadu_ps(st + p * W + 16 * g));
+  }
+  __m512 part[16];
+  for (int l = 0; l < 16; ++l) part[l] = _mm512_setzero_ps();
+  for (int64_t p0 = 0; p0 < n_max; p0 += 16) {
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      const int64_t p = p0 + l;
+      if (p >= n_max) break;
+      const __mmask16 live =
+          _mm512_cmpgt_epi32_mask(npos, _mm512_set1_epi32(static_cast<int>(p)));
+      float* sp = st + p * W + 16 * g;
+      const __m512 e = avx512::Exp(_mm512_sub_ps(_mm512_loadu_ps(sp), mx));
+      _mm512_storeu_ps(sp, e);
+      part[l] = _mm512_mask_add_ps(part[l], live, part[l], e);
+    }
+  }
+  for (int l = 0; l < 8; ++l) part[l] = _mm512_add_ps(part[l], part[l + 8]);
+  for (int l = 0; l < 4; ++l) part[l] = _mm512_add_ps(part[l], part[l + 4]);
+  for (int l = 0; l < 2; ++l) part[l] = _mm512_add_ps(part[l], part[l + 2]);
+  const __m512 sum = _mm512_add_ps(part[0], part[1]);
+  const __mmask16 any = _mm512_cmpgt_epi32_mask(npos, _mm512_setzero_si512());
+  return _mm512_maskz_div_ps(any, _mm512_set1_ps(1.0f), sum);
+}
+
+// ot[d][G * 16] += sum_p e[p] * v_p[d] over every row's own positions.
+template <class L, int G>
+void WeightedSumMany(const float* st, const __m512i* npos, const uint8_t* v, size_t rb, int hd,
+                     int hdp, int64_t n_max, float* vf, float* ot) {
+  constexpr int D = 16 / G;  // dims per register block: D * G = 16 accumulators
+  constexpr int W = 16 * G;
+  for (int64_t p0 = 0; p0 < n_max; p0 += kKeyBlock) {
+    const int nk = n_max - p0 < kKeyBlock ? static_cast<int>(n_max - p0) : kKeyBlock;
+    ConvertRows<L>(v, rb, p0, nk, nk, hd, hdp, vf);
+    for (int d0 = 0; d0 < hdp; d0 += D) {
+      __m512 acc[D][G];
+#pragma GCC unroll 16
+      for (int dd = 0; dd < D; ++dd) {
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g)
+          acc[dd][g] = _mm512_loadu_ps(ot + static_cast<size_t>(d0 + dd) * W + 16 * g);
+      }
+      for (int j = 0; j < nk; ++j) {
+        const int64_t p = p0 + j;
+        __m512 e[G];
+        __mmask16 live[G];
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) {
+          e[g] = _mm512_loadu_ps(st + p * W + 16 * g);
+          live[g] = _mm512_cmpgt_epi32_mask(npos[g], _mm512_set1_epi32(static_cast<int>(p)));
+        }
+        const float* vr = vf + static_cast<size_t>(j) * hdp + d0;
+#pragma GCC unroll 16
+        for (int dd = 0; dd < D; ++dd) {
+          const __m512 vb = _mm512_set1_ps(vr[dd]);
+#pragma GCC unroll 2
+          for (int g = 0; g < G; ++g)
+            acc[dd][g] = _mm512_mask3_fmadd_ps(e[g], vb, acc[dd][g], live[g]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int dd = 0; dd < D; ++dd) {
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g)
+          _mm512_storeu_ps(ot + static_cast<size_t>(d0 + dd) * W + 16 * g, acc[dd][g]);
+      }
+    }
+  }
+}
+
+template <class L, int G>
+void AttendManyTyped(const RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd,
+                     float scale, int64_t n_max, float* scratch) {
+  constexpr int W = 16 * G;
+  const int hdp = static_cast<int>(Up16(hd));
+  float* st = scratch;                             // [Up16(n_max)][W]
+  float* qt = st + Up16(n_max) * W;                // [hdp][W]
+  float* ot = qt + static_cast<int64_t>(hdp) * W;  // [hdp][W]
+  float* kvf = ot + static_cast<int64_t>(hdp) * W; // [kKeyBlock][hdp]
+  for (int d = 0; d < hdp; ++d) {
+    for (int r = 0; r < W; ++r)
+      qt[d * W + r] = r < rs.n && d < hd ? rs.q[r][d] : 0.0f;
+  }
+  for (int i = 0; i < hdp * W; ++i) ot[i] = 0.0f;
+  alignas(64) int32_t np[W];
+  for (int r = 0; r < W; ++r) np[r] = r < rs.n ? static_cast<int32_t>(rs.n_pos[r]) : 0;
+  __m512i npos[G];
+  for (int g = 0; g < G; ++g) npos[g] = _mm512_load_si512(np + 16 * g);
+
+  ScoresMany<L, G>(qt, k, rb, hd, hdp, scale, n_max, kvf, st);
+  __m512 inv[G];
+  for (int g = 0; g < G; ++g) inv[g] = ExpAndSumMany<G>(st, g, npos[g], n_max);
+  WeightedSumMany<L, G>(st, npos, v, rb, hd, hdp, n_max, kvf, ot);
+
+  for (int d = 0; d < hd; ++d) {
+    for (int g = 0; g < G; ++g) {
+      float* o = ot + d * W + 16 * g;
+      _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), inv[g]));
+    }
+  }
+  for (int r = 0; r < rs.n; ++r) {
+    for (int d = 0; d < hd; ++d) rs.out[r][d] = ot[d * W + r];
+  }
+}
+
+// All rows of `rs` read the kv head whose K/V start at k / v.
+template <class L>
+void AttendSet(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd, float scale,
+               float* scratch) {
+  int64_t n_max = 0;
+  for (int r = 0; r < rs.n; ++r) n_max = rs.n_pos[r] > n_max ? rs.n_pos[r] : n_max;
+  if (n_max <= 0) {
+    for (int r = 0; r < rs.n; ++r) {
+      for (int d = 0; d < hd; ++d) rs.out[r][d] = 0.0f;
+    }
+    return;
+  }
+  if (rs.n < kManyRows) {
+    AttendFew<L>(rs, k, v, rb, hd, scale, n_max, scratch);
+  } else if (rs.n <= 16) {
+    AttendManyTyped<L, 1>(rs, k, v, rb, hd, scale, n_max, scratch);
+  } else {
+    AttendManyTyped<L, 2>(rs, k, v, rb, hd, scale, n_max, scratch);
   }
 }
 
@@ -215,44 +501,27 @@ void AttentionRowsTyped(const float* q, int64_t ldq, int64_t n_q, int n_head, co
                         const int64_t* n_pos, float scale, float* out, int64_t ldo,
                         float* scratch) {
   const int hd = kv.head_dim;
-  const int group = kv.n_kv_head > 0 && n_head >= kv.n_kv_head ? n_head / kv.n_kv_head : 1;
+  const int n_kv = kv.n_kv_head > 0 ? kv.n_kv_head : 1;
+  const int group = n_head >= n_kv ? n_head / n_kv : 1;
   const size_t elt = kv.type == DType::kF16 ? 2 : 4;
-  for (int64_t i0 = 0; i0 < n_q; i0 += kQT) {
-    const int nq = static_cast<int>(n_q - i0 < kQT ? n_q - i0 : kQT);
-    int64_t n_max = 0;
-    for (int i = 0; i < nq; ++i) n_max = n_pos[i0 + i] > n_max ? n_pos[i0 + i] : n_max;
-    for (int h = 0; h < n_head; ++h) {
-      const float* qs[kQT];
-      float* os[kQT];
-      float* ss[kQT];
-      for (int i = 0; i < nq; ++i) {
-        qs[i] = q + (i0 + i) * ldq + static_cast<int64_t>(h) * hd;
-        os[i] = out + (i0 + i) * ldo + static_cast<int64_t>(h) * hd;
-        ss[i] = scratch + i * n_max;
-      }
-      const int64_t* np = n_pos + i0;
-      if (n_max <= 0) {
-        for (int i = 0; i < nq; ++i) {
-          for (int d = 0; d < hd; ++d) os[i][d] = 0.0f;
+  for (int kvh = 0; kvh < n_kv && kvh * group < n_head; ++kvh) {
+    const size_t offset = static_cast<size_t>(kvh) * static_cast<size_t>(hd) * elt;
+    const uint8_t* k = kv.k + offset;
+    const uint8_t* v = kv.v + offset;
+    RowSet rs;
+    for (int64_t i = 0; i < n_q; ++i) {
+      for (int g = 0; g < group; ++g) {
+        const int64_t h = static_cast<int64_t>(kvh) * group + g;
+        rs.q[rs.n] = q + i * ldq + h * hd;
+        rs.out[rs.n] = out + i * ldo + h * hd;
+        rs.n_pos[rs.n] = n_pos[i];
+        if (++rs.n == kRowTile) {
+          AttendSet<L>(rs, k, v, kv.row_bytes, hd, scale, scratch);
+          rs.n = 0;
         }
-        continue;
-      }
-      const size_t offset = static_cast<size_t>(h / group) * static_cast<size_t>(hd) * elt;
-      switch (nq) {
-        case 4:
-          AttentionTile<L, 4>(qs, np, kv, offset, scale, os, ss);
-          break;
-        case 3:
-          AttentionTile<L, 3>(qs, np, kv, offset, scale, os, ss);
-          break;
-        case 2:
-          AttentionTile<L, 2>(qs, np, kv, offset, scale, os, ss);
-          break;
-        default:
-          AttentionTile<L, 1>(qs, np, kv, offset, scale, os, ss);
-          break;
       }
     }
+    if (rs.n > 0) AttendSet<L>(rs, k, v, kv.row_bytes, hd, scale, scratch);
   }
 }
 

@@ -332,7 +332,8 @@ void CheckAttention(DType kv_type, const AttnCase& c) {
   kv.n_kv_head = c.n_kv_head;
   kv.head_dim = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  std::vector<float> out(q.size(), -1.0f), scratch(static_cast<size_t>(c.n_pos));
+  std::vector<float> out(q.size(), -1.0f),
+      scratch(static_cast<size_t>(AttentionScratchFloats(c.n_pos, c.head_dim)));
   AttentionRow(q.data(), c.n_head, kv, c.n_pos, scale, out.data(), scratch.data());
 
   const int group = c.n_head / c.n_kv_head;
@@ -383,7 +384,7 @@ TEST_P(OpsTest, AttentionRowPerHeadCallsMatchAllHeads) {
   }
   const std::vector<float> q = RandomVec(n_head * hd, 4);
   KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, n_kv, hd};
-  std::vector<float> all(q.size()), scratch(static_cast<size_t>(n_pos));
+  std::vector<float> all(q.size()), scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
   AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, all.data(), scratch.data());
   for (int h = 0; h < n_head; ++h) {
     KvView one = kv;
@@ -407,7 +408,7 @@ TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
     for (int hd : {64, 40, 128}) {
       SCOPED_TRACE(DTypeName(t) + " head_dim " + std::to_string(hd));
       const int n_head = 6, n_kv = 2;
-      const int64_t kv_dim = int64_t{n_kv} * hd, max_pos = 70;
+      const int64_t kv_dim = int64_t{n_kv} * hd, max_pos = 150;
       const size_t elt = t == DType::kF16 ? 2 : 4;
       std::vector<uint8_t> k(static_cast<size_t>(kv_dim * max_pos) * elt), v(k.size());
       for (int64_t p = 0; p < max_pos; ++p) {
@@ -417,14 +418,15 @@ TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
                    &v[static_cast<size_t>(p * kv_dim) * elt]);
       }
       const KvView kv{t, k.data(), v.data(), static_cast<size_t>(kv_dim) * elt, n_kv, hd};
-      const int64_t n_q = 9, dim = int64_t{n_head} * hd;
+      const int64_t n_q = 11, dim = int64_t{n_head} * hd;
       const std::vector<float> q = RandomVec(n_q * dim, 7);
-      // Causal positions 57..65, then an uneven set including an empty one.
+      // Causal positions 117..127 (33 rows per kv head: two row sets, two key
+      // blocks), then an uneven set including an empty one.
       for (const std::vector<int64_t>& n_pos :
-           {std::vector<int64_t>{57, 58, 59, 60, 61, 62, 63, 64, 65},
-            std::vector<int64_t>{70, 1, 33, 0, 5, 69, 2, 3, 4}}) {
+           {std::vector<int64_t>{117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127},
+            std::vector<int64_t>{150, 1, 33, 0, 5, 69, 2, 64, 65, 63, 4}}) {
         std::vector<float> batched(static_cast<size_t>(n_q * dim), -1.0f);
-        std::vector<float> scratch(static_cast<size_t>(kAttentionQueryTile * max_pos));
+        std::vector<float> scratch(static_cast<size_t>(AttentionScratchFloats(max_pos, hd)));
         AttentionRows(q.data(), dim, n_q, n_head, kv, n_pos.data(), 0.2f, batched.data(), dim,
                       scratch.data());
         for (int64_t i = 0; i < n_q; ++i) {
@@ -438,6 +440,18 @@ TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
             for (float f : alone) ASSERT_EQ(f, 0.0f);
           }
         }
+        // One call per head through a one-kv-head view (how the engine splits
+        // the work when a batch has few queries) gives the same bytes too.
+        std::vector<float> per_head(batched.size(), -1.0f);
+        for (int h = 0; h < n_head; ++h) {
+          KvView one = kv;
+          one.k += static_cast<size_t>(h / (n_head / n_kv) * hd) * elt;
+          one.v += static_cast<size_t>(h / (n_head / n_kv) * hd) * elt;
+          one.n_kv_head = 1;
+          AttentionRows(&q[static_cast<size_t>(h * hd)], dim, n_q, 1, one, n_pos.data(), 0.2f,
+                        &per_head[static_cast<size_t>(h * hd)], dim, scratch.data());
+        }
+        ASSERT_EQ(0, std::memcmp(per_head.data(), batched.data(), batched.size() * 4));
       }
     }
   }

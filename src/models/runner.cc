@@ -83,16 +83,24 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
                            &x_[static_cast<size_t>(i * e)], e);
   }
 
-  // Attention query tiles: runs of consecutive entries of one sequence.
+  // Attention query tiles: runs of consecutive entries of one sequence, as
+  // many as fill kAttentionRowTile (query, head) rows of one kv head.
   query_tiles_.clear();
   n_pos_.resize(static_cast<size_t>(n));
+  int max_group = 1;
+  for (const LayerConfig& lc : c.layers) {
+    if (lc.has_attention() && lc.n_kv_head > 0)
+      max_group = std::max(max_group, lc.n_head / lc.n_kv_head);
+  }
+  const int64_t tile_tokens = std::max(1, kernels::kAttentionRowTile / max_group);
+  int64_t max_pos = 0;
   for (int64_t i = 0; i < n; ++i) {
     const Planned& p = plan_[static_cast<size_t>(i)];
     n_pos_[static_cast<size_t>(i)] = p.pos + 1;
+    max_pos = std::max(max_pos, p.pos + 1);
     if (!query_tiles_.empty()) {
       QueryTile& last = query_tiles_.back();
-      if (last.n_q < kernels::kAttentionQueryTile &&
-          plan_[static_cast<size_t>(last.first)].seq == p.seq) {
+      if (last.n_q < tile_tokens && plan_[static_cast<size_t>(last.first)].seq == p.seq) {
         ++last.n_q;
         continue;
       }
@@ -100,7 +108,7 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
     query_tiles_.push_back({i, 1});
   }
   const auto scratch_floats =
-      static_cast<size_t>(kernels::kAttentionQueryTile * layout_->n_ctx);
+      static_cast<size_t>(kernels::AttentionScratchFloats(max_pos, c.head_dim_k));
   for (auto& s : att_scratch_) {
     if (s.size() < scratch_floats) s.resize(scratch_floats);
   }
@@ -171,21 +179,26 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
     kernels::StoreKvRow(layout_->kv_type, v, kv_dim, seq->v_row(attn_index, pos));
   }
 
-  // Attention: one task per (query tile, head). A tile holds up to
-  // kAttentionQueryTile consecutive entries of one sequence, which share the
-  // K/V row loads; each query reads only its own sequence's rows [0, pos] and
-  // gets the same bits as alone (kernels.h AttentionRows).
+  // Attention: one task per (query tile, kv head) — the tile's queries and
+  // the heads sharing that kv head read its K/V rows together — or, when
+  // that gives the threads too few tasks (generation of one sequence), one
+  // task per (query tile, head). Each query reads only its own sequence's
+  // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
   att_.resize(static_cast<size_t>(n * q_dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t row_bytes = layout_->kv_row_bytes(attn_index);
   const size_t elt = layout_->kv_type == DType::kF16 ? 2 : 4;
   const int group = lc.n_head / lc.n_kv_head;
   const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
-  pool_.ParallelFor(n_tiles * lc.n_head, [&](int64_t task, int thread) {
-    const QueryTile& tile = query_tiles_[static_cast<size_t>(task / lc.n_head)];
-    const int h = static_cast<int>(task % lc.n_head);
+  const int per_tile =
+      n_tiles * lc.n_kv_head >= 2 * static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head
+                                                                             : lc.n_head;
+  const int heads_per_task = lc.n_head / per_tile;
+  pool_.ParallelFor(n_tiles * per_tile, [&](int64_t task, int thread) {
+    const QueryTile& tile = query_tiles_[static_cast<size_t>(task / per_tile)];
+    const int h0 = static_cast<int>(task % per_tile) * heads_per_task;
     const SequenceState* seq = plan_[static_cast<size_t>(tile.first)].seq;
-    const size_t head_off = static_cast<size_t>(h / group) * static_cast<size_t>(hd) * elt;
+    const size_t head_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * elt;
     kernels::KvView kv;
     kv.type = layout_->kv_type;
     kv.k = seq->k_data(attn_index) + head_off;
@@ -193,8 +206,8 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
     kv.row_bytes = row_bytes;
     kv.n_kv_head = 1;
     kv.head_dim = static_cast<int>(hd);
-    const int64_t first = tile.first * q_dim + h * hd;
-    kernels::AttentionRows(&q_[static_cast<size_t>(first)], q_dim, tile.n_q, 1, kv,
+    const int64_t first = tile.first * q_dim + h0 * hd;
+    kernels::AttentionRows(&q_[static_cast<size_t>(first)], q_dim, tile.n_q, heads_per_task, kv,
                            &n_pos_[static_cast<size_t>(tile.first)], scale,
                            &att_[static_cast<size_t>(first)], q_dim,
                            att_scratch_[static_cast<size_t>(thread)].data());

@@ -86,7 +86,7 @@ class Runner {
   std::vector<float> ff1_;   // [n, n_ff] (or ssm_in output)
   std::vector<float> ff2_;   // [n, n_ff]
   std::vector<float> out_;   // [n, n_embd]
-  // Attention tasks of this batch: up to kernels::kAttentionQueryTile
+  // Attention tasks of this batch: up to kAttentionRowTile / group
   // consecutive entries of one sequence (built once per Forward).
   struct QueryTile {
     int64_t first;  // batch index of the first query
@@ -94,7 +94,7 @@ class Runner {
   };
   std::vector<QueryTile> query_tiles_;
   std::vector<int64_t> n_pos_;  // [n] positions each entry attends to (pos + 1)
-  std::vector<std::vector<float>> att_scratch_;  // [thread][kAttentionQueryTile * n_ctx]
+  std::vector<std::vector<float>> att_scratch_;  // [thread][AttentionScratchFloats]
 };
 
 }  // namespace mx::models
