@@ -4,8 +4,11 @@
 //                   the last token only), tokens/s;
 //   generation:     --gen single-token steps from an empty state (logits for
 //                   every step), tokens/s.
-// Each figure is the median of --reps runs on fresh states, after one warm-up
-// run; the per-run figures and the peak resident set size are printed too.
+// --depth N runs both after N tokens already in the state (llama-bench -d N):
+// the cost of a chat turn's new tokens at that context. The N tokens are read
+// once, untimed; each run cuts the state back to them.
+// Each figure is the median of --reps runs, after one warm-up run; the
+// per-run figures and the peak resident set size are printed too.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@ const std::vector<FlagSpec> kFlags = {
     {"threads", "2", "compute threads"},
     {"prompt", "512", "prompt tokens per prompt-reading run (0: skip)"},
     {"gen", "128", "single-token steps per generation run (0: skip)"},
+    {"depth", "0", "tokens already in the state before each run (context depth)"},
     {"reps", "3", "measured runs per figure (median reported)"},
     {"seed", "1", "seed of the random token ids"},
     {"quiet", "", "no progress output", true},
@@ -61,12 +65,40 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t n_vocab, uint64_t seed) {
   return t;
 }
 
+// The state every run starts from: empty, or the `depth` tokens read once
+// (untimed, in chunks) and cut back to before each run.
+class RunState {
+ public:
+  static Result<RunState> Make(models::Runner& runner, const std::vector<int32_t>& depth) {
+    RunState rs;
+    rs.seq_ = runner.NewSequence();
+    rs.depth_ = static_cast<int64_t>(depth.size());
+    std::vector<float> logits;
+    for (size_t i0 = 0; i0 < depth.size(); i0 += 512) {
+      std::vector<models::BatchEntry> batch;
+      for (size_t i = i0; i < depth.size() && i < i0 + 512; ++i)
+        batch.push_back({rs.seq_.get(), depth[i], false});
+      MX_RETURN_IF_ERROR(runner.Forward(batch, &logits));
+    }
+    return rs;
+  }
+  Result<models::SequenceState*> Reset() {
+    MX_RETURN_IF_ERROR(seq_->Truncate(depth_));
+    return seq_.get();
+  }
+
+ private:
+  std::unique_ptr<models::SequenceState> seq_;
+  int64_t depth_ = 0;
+};
+
 // One prompt-reading run: seconds for one Forward of all `tokens`.
-Result<double> PromptRun(models::Runner& runner, const std::vector<int32_t>& tokens, Env* env) {
-  auto seq = runner.NewSequence();
+Result<double> PromptRun(models::Runner& runner, RunState& state,
+                         const std::vector<int32_t>& tokens, Env* env) {
+  MX_ASSIGN_OR_RETURN(models::SequenceState * seq, state.Reset());
   std::vector<models::BatchEntry> batch;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    batch.push_back({seq.get(), tokens[i], i + 1 == tokens.size()});
+    batch.push_back({seq, tokens[i], i + 1 == tokens.size()});
   }
   std::vector<float> logits;
   const uint64_t t0 = env->NowMicros();
@@ -75,13 +107,13 @@ Result<double> PromptRun(models::Runner& runner, const std::vector<int32_t>& tok
 }
 
 // One generation run: seconds for tokens.size() single-token steps.
-Result<double> GenRun(models::Runner& runner, const std::vector<int32_t>& tokens, Env* env,
-                      const std::function<void(size_t)>& step_done) {
-  auto seq = runner.NewSequence();
+Result<double> GenRun(models::Runner& runner, RunState& state, const std::vector<int32_t>& tokens,
+                      Env* env, const std::function<void(size_t)>& step_done) {
+  MX_ASSIGN_OR_RETURN(models::SequenceState * seq, state.Reset());
   std::vector<float> logits;
   const uint64_t t0 = env->NowMicros();
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const models::BatchEntry e{seq.get(), tokens[i], true};
+    const models::BatchEntry e{seq, tokens[i], true};
     MX_RETURN_IF_ERROR(runner.Forward({&e, 1}, &logits));
     if (step_done) step_done(i + 1);
   }
@@ -105,6 +137,7 @@ Status RunEngine(const Flags& f) {
   MX_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 1, 256));
   MX_ASSIGN_OR_RETURN(int64_t n_prompt, f.GetInt("prompt", 0, 1 << 20));
   MX_ASSIGN_OR_RETURN(int64_t n_gen, f.GetInt("gen", 0, 1 << 20));
+  MX_ASSIGN_OR_RETURN(int64_t depth, f.GetInt("depth", 0, 1 << 20));
   MX_ASSIGN_OR_RETURN(int64_t reps, f.GetInt("reps", 1, 1000));
   MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
   const bool quiet = f.GetBool("quiet");
@@ -113,7 +146,7 @@ Status RunEngine(const Flags& f) {
   MX_ASSIGN_OR_RETURN(auto model, models::Model::Load(env, f.Get("model")));
   models::RunnerOptions ro;
   ro.n_threads = static_cast<int>(threads);
-  ro.n_ctx = std::max<int64_t>(256, std::max(n_prompt, n_gen) + 1);
+  ro.n_ctx = std::max<int64_t>(256, depth + std::max(n_prompt, n_gen) + 1);
   MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model, ro));
   const int64_t n_vocab = runner->n_vocab();
 
@@ -125,14 +158,18 @@ Status RunEngine(const Flags& f) {
     if (!quiet) std::fprintf(stderr, "\r%-60s", s.c_str());
   };
 
+  if (depth > 0) note("depth: reading " + std::to_string(depth) + " tokens");
+  MX_ASSIGN_OR_RETURN(RunState state,
+                      RunState::Make(*runner, RandomTokens(depth, n_vocab,
+                                                           static_cast<uint64_t>(seed) + 2)));
   Figure pp, tg;
   if (n_prompt > 0) {
     const std::vector<int32_t> tokens = RandomTokens(n_prompt, n_vocab, static_cast<uint64_t>(seed));
     note("prompt: warm-up");
-    MX_RETURN_IF_ERROR(PromptRun(*runner, tokens, env).status());
+    MX_RETURN_IF_ERROR(PromptRun(*runner, state, tokens, env).status());
     for (int64_t r = 0; r < reps; ++r) {
       note("prompt: run " + std::to_string(r + 1) + "/" + std::to_string(reps));
-      MX_ASSIGN_OR_RETURN(double s, PromptRun(*runner, tokens, env));
+      MX_ASSIGN_OR_RETURN(double s, PromptRun(*runner, state, tokens, env));
       pp.tokens_per_s.push_back(static_cast<double>(n_prompt) / s);
     }
   }
@@ -140,11 +177,11 @@ Status RunEngine(const Flags& f) {
     const std::vector<int32_t> tokens = RandomTokens(n_gen, n_vocab, static_cast<uint64_t>(seed) + 1);
     note("generation: warm-up");
     const std::vector<int32_t> warm(tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8));
-    MX_RETURN_IF_ERROR(GenRun(*runner, warm, env, {}).status());
+    MX_RETURN_IF_ERROR(GenRun(*runner, state, warm, env, {}).status());
     for (int64_t r = 0; r < reps; ++r) {
       const std::string label =
           "generation: run " + std::to_string(r + 1) + "/" + std::to_string(reps);
-      MX_ASSIGN_OR_RETURN(double s, GenRun(*runner, tokens, env, [&](size_t done) {
+      MX_ASSIGN_OR_RETURN(double s, GenRun(*runner, state, tokens, env, [&](size_t done) {
                             if (done % 16 == 0)
                               note(label + ", token " + std::to_string(done) + "/" +
                                    std::to_string(n_gen));
@@ -153,15 +190,20 @@ Status RunEngine(const Flags& f) {
     }
   }
   if (!quiet) std::fprintf(stderr, "\r%-60s\r", "");
-  if (n_prompt > 0) std::printf("pp%-6lld %s\n", static_cast<long long>(n_prompt), FormatFigure(pp).c_str());
-  if (n_gen > 0) std::printf("tg%-6lld %s\n", static_cast<long long>(n_gen), FormatFigure(tg).c_str());
+  const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+  if (n_prompt > 0)
+    std::printf("pp%lld%s %s\n", static_cast<long long>(n_prompt), at.c_str(),
+                FormatFigure(pp).c_str());
+  if (n_gen > 0)
+    std::printf("tg%lld%s %s\n", static_cast<long long>(n_gen), at.c_str(),
+                FormatFigure(tg).c_str());
   std::printf("peak RSS %.1f MiB\n", PeakRssMiB());
   return Status::Ok();
 }
 
 constexpr char kUsage[] =
     "usage: matricxon bench engine --model FILE [--threads 2] [--prompt 512] [--gen 128] "
-    "[--reps 3]\n"
+    "[--depth 0] [--reps 3]\n"
     "\n"
     "Kernel figures (GFLOP/s, GB/s against the machine's peak) come from the\n"
     "separate Google Benchmark binary bench/kernels_bench.\n";

@@ -121,6 +121,22 @@ std::string ExpectedGreedyReply(const std::string& model_path, const std::string
   return reply + decoder.Flush();
 }
 
+TEST(BenchEngineTest, ReportsPromptAndGenerationAtADepth) {
+  const std::string path = TempDir() + "/tiny.gguf";
+  ASSERT_EQ(RunMatricxon("make-model --quiet --preset tiny --out " + path).exit_code, 0);
+  RunResult r = RunMatricxon("bench engine --quiet --model " + path +
+                             " --threads 2 --prompt 24 --gen 4 --depth 40 --reps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("pp24 @ d40"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tg4 @ d40"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
+  // Without a depth the labels are plain.
+  r = RunMatricxon("bench engine --quiet --model " + path + " --prompt 8 --gen 0 --reps 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("pp8 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tg"), std::string::npos) << r.out;
+}
+
 TEST(ChatTest, StreamsTheGreedyReplyOfARefModel) {
   const std::string model = std::string(MATRICXON_REF_DIR) + "/models/tiny-qwen3.gguf";
   RunResult r = RunMatricxon("chat --model " + model + " --temperature 0 --max-tokens 24 --threads 2", "Hello, who are you?\n");

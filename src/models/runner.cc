@@ -181,8 +181,8 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
 
   // Attention: one task per (query tile, kv head) — the tile's queries and
   // the heads sharing that kv head read its K/V rows together — or, when
-  // that gives the threads too few tasks (generation of one sequence), one
-  // task per (query tile, head). Each query reads only its own sequence's
+  // that gives fewer tasks than threads (generation of one sequence with one
+  // kv head), one task per (query tile, head). Each query reads only its own sequence's
   // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
   att_.resize(static_cast<size_t>(n * q_dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -191,8 +191,8 @@ void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
   const int group = lc.n_head / lc.n_kv_head;
   const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
   const int per_tile =
-      n_tiles * lc.n_kv_head >= 2 * static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head
-                                                                             : lc.n_head;
+      n_tiles * lc.n_kv_head >= static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head
+                                                                        : lc.n_head;
   const int heads_per_task = lc.n_head / per_tile;
   pool_.ParallelFor(n_tiles * per_tile, [&](int64_t task, int thread) {
     const QueryTile& tile = query_tiles_[static_cast<size_t>(task / per_tile)];
