@@ -53,6 +53,9 @@ struct Scheduler::Slot {
   int64_t generated = 0;
   int32_t next_token = -1;  // sampled, still to be fed (decode phase)
   bool done = false;
+  RequestTimings timings;
+  int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
+  int64_t step_decode = 0;  // ... and the generated token fed
   bool reading() const { return n_read < request.prompt.size(); }
 };
 
@@ -91,11 +94,11 @@ Scheduler::~Scheduler() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   cache_->FlushToDisk();
-  for (auto& [req, stream] : queue_) {
+  for (Queued& q : queue_) {
     GenEvent ev;
     ev.final = true;
     ev.status = Status::Internal("the model was unloaded before the request started");
-    stream->Push(std::move(ev));
+    q.stream->Push(std::move(ev));
   }
 }
 
@@ -138,24 +141,38 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(std::move(request), stream);
+    queue_.push_back({std::move(request), stream, env_->NowMicros()});
   }
   cv_.notify_all();
   return stream;
 }
 
 Status Scheduler::StartSlot(Slot& s) {
-  MX_ASSIGN_OR_RETURN(s.ticket, cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images));
+  const uint64_t t0 = env_->NowMicros();
+  auto ticket = cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images);
+  if (!ticket.ok()) {
+    s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
+    return ticket.status();
+  }
+  s.ticket = std::move(ticket).value();
   s.seq = &s.ticket.state();
   s.cached = s.ticket.n_reused();
+  // Room for the whole prompt now: growing a state reallocates it and copies
+  // its KV rows, which is the cache's cost of continuing a chat in place,
+  // not reading; left to the forward pass it would hide in prompt_ms.
+  Status room = s.seq->Reserve(static_cast<int64_t>(s.request.prompt.size()));
+  s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
+  MX_RETURN_IF_ERROR(room);
   // Hybrid models: keep snapshots of the recurrent state while the prompt is
   // read, so later prompts sharing only part of it can restart there.
   if (s.seq->has_recurrent()) {
+    const uint64_t t1 = env_->NowMicros();
     for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(s.request.prompt.size()), s.cached,
                                          options_.cache.snapshot_every,
                                          static_cast<size_t>(options_.cache.snapshot_count))) {
       s.seq->RequestSnapshot(p);
     }
+    s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t1) / 1000.0;
   }
   MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line();
   return Status::Ok();
@@ -176,6 +193,7 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   // left it half-written, so then it is dropped. This happens before the
   // final event, so a client that has its reply sees the pool updated.
   if (s.seq != nullptr) {
+    const uint64_t t0 = env_->NowMicros();
     if (forward_failed_) {
       cache_->Abandon(std::move(s.ticket));
     } else {
@@ -183,12 +201,16 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
       cache_->Finish(std::move(s.ticket), std::move(held), static_cast<int64_t>(s.request.prompt.size()));
     }
     s.seq = nullptr;
+    s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
   }
+  ev.timings = s.timings;
   ev.time_us = env_->NowMicros();
   s.stream->Push(std::move(ev));
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
+  const uint64_t t0 = env_->NowMicros();
+  auto charge = [&] { s.timings.predicted_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0; };
   const auto& tok = *model_.tokenizer;
   if (s.request.ignore_eos) {
     masked_.assign(logits.begin(), logits.end());
@@ -197,6 +219,7 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   }
   int32_t id = s.sampler->Sample(logits, s.history);
   if (tok.IsEog(id)) {
+    charge();
     Finish(s, "stop", Status::Ok());
     return;
   }
@@ -212,12 +235,22 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   ++s.generated;
   ev.time_us = env_->NowMicros();
   s.stream->Push(std::move(ev));
+  charge();
   if (s.text->stopped()) {
     Finish(s, "stop", Status::Ok());
   } else if (s.generated >= s.request.max_tokens || s.seq->n_tokens() + 1 > runner_->n_ctx()) {
     Finish(s, "length", Status::Ok());
   } else {
     s.next_token = id;
+  }
+}
+
+void Scheduler::ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t step_us, size_t n_batch) {
+  if (n_batch == 0) return;
+  const double ms_per_entry = static_cast<double>(step_us) / 1000.0 / static_cast<double>(n_batch);
+  for (auto& s : slots) {
+    s->timings.prompt_ms += ms_per_entry * static_cast<double>(s->step_prompt);
+    s->timings.predicted_ms += ms_per_entry * static_cast<double>(s->step_decode);
   }
 }
 
@@ -236,8 +269,10 @@ void Scheduler::Loop() {
       if (stop_) break;
       while (static_cast<int>(slots.size()) < options_.n_parallel && !queue_.empty()) {
         auto slot = std::make_unique<Slot>();
-        slot->request = std::move(queue_.front().first);
-        slot->stream = std::move(queue_.front().second);
+        Queued& q = queue_.front();
+        slot->request = std::move(q.request);
+        slot->stream = std::move(q.stream);
+        slot->timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
         queue_.pop_front();
         slots.push_back(std::move(slot));
       }
@@ -277,9 +312,12 @@ void Scheduler::Loop() {
     batch.clear();
     wants.clear();
     for (auto& s : slots) {
+      s->step_prompt = 0;
+      s->step_decode = 0;
       if (!s->reading() && s->next_token >= 0) {
         batch.push_back({s->seq, s->next_token, true});
         wants.push_back(s.get());
+        s->step_decode = 1;
       }
     }
     int64_t budget = options_.prompt_chunk;
@@ -289,10 +327,13 @@ void Scheduler::Loop() {
         batch.push_back({s->seq, s->request.prompt[s->n_read], last});
         if (last) wants.push_back(s.get());
         ++s->n_read;
+        ++s->step_prompt;
         --budget;
       }
     }
+    const uint64_t step_t0 = env_->NowMicros();
     Status st = runner_->Forward(batch, &logits);
+    ChargeStep(slots, env_->NowMicros() - step_t0, batch.size());
     if (!st.ok()) {
       MX_LOG(kError) << "model " << options_.model_name << ": forward pass failed: " << st.ToString();
       forward_failed_ = true;

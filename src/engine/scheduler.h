@@ -53,6 +53,22 @@ struct SchedulerOptions {
   PromptCacheOptions cache;
 };
 
+// Where one request's time went, in milliseconds of Env::NowMicros (a
+// steady clock) on the compute loop; filled in the final event. A step's
+// forward pass is shared by every request in its batch: each request is
+// charged the step's time times the share of the batch's tokens it put in
+// (all of it when alone), so the figures of concurrent requests add up to
+// the loop's forward time instead of counting a step once per request.
+struct RequestTimings {
+  double queue_ms = 0;      // Submit -> a slot (waiting behind n_parallel others)
+  double cache_ms = 0;      // prompt cache work for this request: lookup, truncate or copy of a
+                            // shared start, snapshot restore, saved-cache load, growing the state
+                            // for the prompt, commit and evictions it caused (never a forward pass)
+  double prompt_ms = 0;     // share of the forward passes that read its prompt tokens
+  double predicted_ms = 0;  // share of the forward passes that fed its generated tokens, plus
+                            // sampling and streaming them
+};
+
 // One generated token, or the end of the reply (final = true).
 struct GenEvent {
   bool has_token = false;
@@ -66,6 +82,7 @@ struct GenEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   int64_t completion_tokens = 0;
+  RequestTimings timings;  // final: where the request's time went
   uint64_t time_us = 0;  // when the compute loop queued it (Env::NowMicros; 0 for early errors)
 };
 
@@ -137,6 +154,16 @@ class Scheduler {
   // Handles the logits for slot `s` (its next token): samples, streams, ends.
   void OnLogits(Slot& s, std::span<const float> logits);
   void Finish(Slot& s, std::string reason, Status status);
+  // Charges the forward pass of the step just run (`step_us`, over a batch
+  // of `n_batch` entries) to the slots in proportion to their entries.
+  void ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t step_us, size_t n_batch);
+
+  // A request waiting for a slot, with when it was submitted.
+  struct Queued {
+    GenRequest request;
+    std::shared_ptr<GenStream> stream;
+    uint64_t submitted_us = 0;  // Env::NowMicros
+  };
 
   const LoadedModel& model_;
   SchedulerOptions options_;
@@ -148,9 +175,9 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<GenRequest, std::shared_ptr<GenStream>>> queue_;  // guarded by mu_
-  int active_count_ = 0;                                                 // guarded by mu_
-  bool stop_ = false;                                                    // guarded by mu_
+  std::deque<Queued> queue_;  // guarded by mu_
+  int active_count_ = 0;      // guarded by mu_
+  bool stop_ = false;         // guarded by mu_
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -132,6 +133,78 @@ TEST_F(SchedulerTest, LogprobsAreReported) {
     EXPECT_EQ(ev.top[0].first, ev.token);  // greedy picks the best
   }
   Collect(*st);
+}
+
+TEST_F(SchedulerTest, FinalEventTellsWhereTheTimeWent) {
+  auto s = Make(1);
+  GenRequest req = Greedy("where did the time go", 6);
+  req.ignore_eos = true;
+  Reply r = Collect(*s->Submit(req));
+  ASSERT_TRUE(r.last.status.ok()) << r.last.status.ToString();
+  const RequestTimings& t = r.last.timings;
+  EXPECT_GT(t.prompt_ms, 0.0);
+  EXPECT_GT(t.predicted_ms, 0.0);
+  EXPECT_GE(t.cache_ms, 0.0);
+  EXPECT_GE(t.queue_ms, 0.0);
+  EXPECT_EQ(r.last.completion_tokens, 6);
+}
+
+TEST_F(SchedulerTest, NextTurnChargesTheCacheNotThePromptForReusedTokens) {
+  auto s = Make(1);
+  GenRequest first = Greedy("a chat that the pool keeps for its next turn", 4);
+  first.ignore_eos = true;
+  Reply r1 = Collect(*s->Submit(first));
+  ASSERT_TRUE(r1.last.status.ok());
+  GenRequest second = first;
+  second.prompt.insert(second.prompt.end(), r1.tokens.begin(), r1.tokens.end());
+  const std::vector<int32_t> more = model_->tokenizer->Encode(" and one more question", false, false);
+  second.prompt.insert(second.prompt.end(), more.begin(), more.end());
+  Reply r2 = Collect(*s->Submit(second));
+  ASSERT_TRUE(r2.last.status.ok());
+  EXPECT_GT(r2.last.cached_tokens, 0);
+  EXPECT_GT(r2.last.timings.prompt_ms, 0.0);  // the new tokens were read
+  EXPECT_GE(r2.last.timings.cache_ms, 0.0);
+}
+
+TEST_F(SchedulerTest, QueuedRequestCountsItsWait) {
+  auto s = Make(1);
+  GenRequest a = Greedy("the first request holds the only slot", 400);
+  a.ignore_eos = true;
+  auto sa = s->Submit(a);
+  GenEvent first;
+  ASSERT_TRUE(sa->Next(&first));  // a holds the slot and generates
+  auto sb = s->Submit(Greedy("the second waits", 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  sa->Cancel();  // b gets the slot only now
+  Reply ra = Collect(*sa);
+  Reply rb = Collect(*sb);
+  ASSERT_TRUE(rb.last.status.ok());
+  EXPECT_EQ(ra.last.finish_reason, "cancelled");
+  EXPECT_GE(rb.last.timings.queue_ms, 30.0);
+}
+
+// Steps shared by two requests are split between them, not charged twice:
+// everything charged on the compute loop fits in the time both took.
+TEST_F(SchedulerTest, BatchedStepsAreSharedNotCountedTwice) {
+  auto s = Make(2, 7);
+  GenRequest a = Greedy("two requests read their prompts in the same steps", 12);
+  GenRequest b = Greedy("and then decode side by side in one batch", 12);
+  a.ignore_eos = b.ignore_eos = true;
+  const uint64_t t0 = Env::Default()->NowMicros();
+  auto sa = s->Submit(a);
+  auto sb = s->Submit(b);
+  Reply ra = Collect(*sa);
+  Reply rb = Collect(*sb);
+  const double wall_ms = static_cast<double>(Env::Default()->NowMicros() - t0) / 1000.0;
+  ASSERT_TRUE(ra.last.status.ok());
+  ASSERT_TRUE(rb.last.status.ok());
+  double charged = 0;
+  for (const RequestTimings* t : {&ra.last.timings, &rb.last.timings}) {
+    EXPECT_GT(t->prompt_ms, 0.0);
+    EXPECT_GT(t->predicted_ms, 0.0);
+    charged += t->cache_ms + t->prompt_ms + t->predicted_ms;
+  }
+  EXPECT_LE(charged, wall_ms);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/api_types.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mx::server {
@@ -224,6 +225,36 @@ Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j) {
   if (it == j.end()) return Status::InvalidArgument("'tokens' is required");
   MX_ASSIGN_OR_RETURN(r.tokens, GetTokenArray(*it, "tokens"));
   return r;
+}
+
+Json UsageJson(const engine::GenEvent& ev) {
+  return {{"prompt_tokens", ev.prompt_tokens},
+          {"completion_tokens", ev.completion_tokens},
+          {"total_tokens", ev.prompt_tokens + ev.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", ev.cached_tokens}}}};
+}
+
+Json TimingsJson(const engine::GenEvent& ev) {
+  // Microsecond steps keep the JSON short; negative values cannot come from
+  // a steady clock, but a rate must never divide by zero.
+  auto ms = [](double v) { return std::round(std::max(v, 0.0) * 1000.0) / 1000.0; };
+  auto per_token_ms = [&](double t_ms, int64_t n) { return n > 0 ? ms(t_ms / static_cast<double>(n)) : 0.0; };
+  auto per_second = [](double t_ms, int64_t n) {
+    return t_ms > 0 ? std::round(1e3 * static_cast<double>(n) / t_ms * 100.0) / 100.0 : 0.0;
+  };
+  const engine::RequestTimings& t = ev.timings;
+  const int64_t prompt_n = std::max<int64_t>(ev.prompt_tokens - ev.cached_tokens, 0);
+  return {{"cache_n", ev.cached_tokens},
+          {"cache_ms", ms(t.cache_ms)},
+          {"queue_ms", ms(t.queue_ms)},
+          {"prompt_n", prompt_n},
+          {"prompt_ms", ms(t.prompt_ms)},
+          {"prompt_per_token_ms", per_token_ms(t.prompt_ms, prompt_n)},
+          {"prompt_per_second", per_second(t.prompt_ms, prompt_n)},
+          {"predicted_n", ev.completion_tokens},
+          {"predicted_ms", ms(t.predicted_ms)},
+          {"predicted_per_token_ms", per_token_ms(t.predicted_ms, ev.completion_tokens)},
+          {"predicted_per_second", per_second(t.predicted_ms, ev.completion_tokens)}};
 }
 
 }  // namespace mx::server

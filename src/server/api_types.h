@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
 #include "templates/chat_template.h"
 
 namespace mx::server {
@@ -68,5 +69,18 @@ Result<ChatRequest> ParseChatRequest(const Json& j);
 Result<CompletionRequest> ParseCompletionRequest(const Json& j);
 Result<TokenizeRequest> ParseTokenizeRequest(const Json& j);
 Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j);
+
+// The reply's `usage` object from a request's final event: prompt,
+// completion and total tokens and prompt_tokens_details.cached_tokens.
+Json UsageJson(const engine::GenEvent& final_event);
+
+// The reply's `timings` object from a request's final event: llama.cpp
+// server's fields (cache_n, prompt_n, prompt_ms, prompt_per_token_ms,
+// prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
+// predicted_per_second) plus cache_ms and queue_ms. cache_n equals
+// usage.prompt_tokens_details.cached_tokens and prompt_n + cache_n equals
+// usage.prompt_tokens; times are in ms, rounded to the microsecond; a rate
+// over no time is 0. See docs/http_api.md "Timings".
+Json TimingsJson(const engine::GenEvent& final_event);
 
 }  // namespace mx::server

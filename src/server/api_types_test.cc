@@ -101,6 +101,50 @@ TEST(ApiTypesTest, TokenizeAndDetokenize) {
   ExpectBad(ParseDetokenizeRequest(Json::parse(R"({"tokens":[-1]})")).status(), "'tokens'");
 }
 
+engine::GenEvent FinalEvent(int64_t prompt, int64_t cached, int64_t completion) {
+  engine::GenEvent ev;
+  ev.final = true;
+  ev.prompt_tokens = prompt;
+  ev.cached_tokens = cached;
+  ev.completion_tokens = completion;
+  return ev;
+}
+
+TEST(RenderTest, TimingsAgreeWithUsage) {
+  engine::GenEvent ev = FinalEvent(300, 280, 8);
+  ev.timings = {.queue_ms = 1.5, .cache_ms = 0.25, .prompt_ms = 40.0, .predicted_ms = 80.0};
+  Json u = UsageJson(ev);
+  Json t = TimingsJson(ev);
+  EXPECT_EQ(u["prompt_tokens"], 300);
+  EXPECT_EQ(u["total_tokens"], 308);
+  EXPECT_EQ(t["cache_n"], u["prompt_tokens_details"]["cached_tokens"]);
+  EXPECT_EQ(t["prompt_n"].get<int64_t>() + t["cache_n"].get<int64_t>(), u["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(t["predicted_n"], u["completion_tokens"]);
+  EXPECT_DOUBLE_EQ(t["queue_ms"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(t["cache_ms"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(t["prompt_ms"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(t["prompt_per_second"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(t["predicted_ms"].get<double>(), 80.0);
+  EXPECT_DOUBLE_EQ(t["predicted_per_token_ms"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 100.0);
+}
+
+TEST(RenderTest, TimingsRoundToTheMicrosecond) {
+  engine::GenEvent ev = FinalEvent(10, 0, 1);
+  ev.timings.cache_ms = 0.0123456;
+  EXPECT_DOUBLE_EQ(TimingsJson(ev)["cache_ms"].get<double>(), 0.012);
+}
+
+TEST(RenderTest, RatesOverNoTimeAreZeroNotInfinite) {
+  Json t = TimingsJson(FinalEvent(10, 0, 0));  // e.g. a request cancelled before its first step
+  for (const char* f : {"prompt_per_second", "predicted_per_second", "predicted_per_token_ms"}) {
+    ASSERT_TRUE(t[f].is_number()) << f;
+    EXPECT_EQ(t[f].get<double>(), 0.0) << f;
+  }
+  EXPECT_EQ(t["prompt_n"], 10);
+}
+
 TEST(HttpUtilTest, StatusToHttpCode) {
   EXPECT_EQ(HttpCode(Status::Ok()), 200);
   EXPECT_EQ(HttpCode(Status::InvalidArgument("x")), 400);

@@ -45,13 +45,6 @@ struct Reply {
   std::string Piece(int32_t token) const { return model->model->tokenizer->TokenToPiece(token); }
 };
 
-Json Usage(const engine::GenEvent& ev) {
-  return {{"prompt_tokens", ev.prompt_tokens},
-          {"completion_tokens", ev.completion_tokens},
-          {"total_tokens", ev.prompt_tokens + ev.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", ev.cached_tokens}}}};
-}
-
 Json Bytes(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -128,13 +121,15 @@ void AnswerWhole(Reply& r, httplib::Response& res) {
                  {"created", r.created},
                  {"model", r.model->name},
                  {"choices", Json::array({choice})},
-                 {"usage", Usage(last)}});
+                 {"usage", UsageJson(last)},
+                 {"timings", TimingsJson(last)}});
 }
 
 std::string Sse(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
 
 // Streaming: one SSE event per released piece of text, then the finish
-// reason, the usage (when asked) and `data: [DONE]`.
+// reason, the usage (when asked), with `timings` on the last of them, and
+// `data: [DONE]`.
 void AnswerStream(std::shared_ptr<Reply> r, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -188,13 +183,17 @@ void AnswerStream(std::shared_ptr<Reply> r, httplib::Response& res) {
                                  {"finish_reason", FinishReason(ev)}}
                           : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr},
                                  {"finish_reason", FinishReason(ev)}};
-          out += Sse(chunk(fin));
+          // As llama.cpp's server does: `timings` rides on the last chunk
+          // (the usage chunk when asked, else the one with finish_reason).
+          Json last = chunk(fin);
           if (r->include_usage) {
-            Json u = chunk(nullptr);
-            u["choices"] = Json::array();
-            u["usage"] = Usage(ev);
-            out += Sse(u);
+            out += Sse(last);
+            last = chunk(nullptr);
+            last["choices"] = Json::array();
+            last["usage"] = UsageJson(ev);
           }
+          last["timings"] = TimingsJson(ev);
+          out += Sse(last);
         }
         if (ev.final) out += "data: [DONE]\n\n";
         if (!out.empty() && !sink.write(out.data(), out.size())) {

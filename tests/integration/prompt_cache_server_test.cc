@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "http_helpers.h"
@@ -211,6 +214,133 @@ TEST_F(CacheServerTest, HybridModelRestartsFromSnapshots) {
   EXPECT_LT(edited.cached, t2.cached + 1);
   EXPECT_EQ(edited.text, Chat(port(), chat, 8, /*cache=*/false).text);
   EXPECT_NE(Log().find("from a snapshot"), std::string::npos) << Log();
+}
+
+// Every reply's `timings` (docs/http_api.md) agree with its usage and hold
+// no negative time.
+void ExpectTimingsAgreeWithUsage(const Json& reply) {
+  ASSERT_TRUE(reply.contains("timings")) << reply.dump();
+  ASSERT_TRUE(reply.contains("usage")) << reply.dump();
+  const Json& t = reply["timings"];
+  const Json& u = reply["usage"];
+  for (const char* f : {"cache_n", "prompt_n", "predicted_n"}) {
+    ASSERT_TRUE(t[f].is_number_integer()) << f << " in " << t.dump();
+    EXPECT_GE(t[f].get<int64_t>(), 0) << f;
+  }
+  for (const char* f : {"prompt_ms", "cache_ms", "queue_ms", "predicted_ms", "prompt_per_second",
+                        "predicted_per_second"}) {
+    ASSERT_TRUE(t[f].is_number()) << f << " in " << t.dump();
+    EXPECT_GE(t[f].get<double>(), 0.0) << f;
+  }
+  EXPECT_EQ(t["cache_n"], u["prompt_tokens_details"]["cached_tokens"]);
+  EXPECT_EQ(t["prompt_n"].get<int64_t>() + t["cache_n"].get<int64_t>(), u["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(t["predicted_n"], u["completion_tokens"]);
+  EXPECT_GT(t["prompt_n"].get<int64_t>(), 0);  // at least the last prompt token is read
+  EXPECT_GT(t["prompt_ms"].get<double>(), 0.0);
+}
+
+// The JSON events of an SSE body, in order, without `[DONE]` (which must end it).
+std::vector<Json> SseEvents(const std::string& raw) {
+  std::vector<Json> events;
+  std::istringstream in(raw);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    last = line.substr(6);
+    if (last != "[DONE]") events.push_back(Json::parse(last, nullptr, false));
+  }
+  EXPECT_EQ(last, "[DONE]");
+  return events;
+}
+
+TEST_F(CacheServerTest, RepliesCarryTimingsThatAgreeWithUsage) {
+  Start({"--persist-prompt-cache", "false"});
+  std::vector<Msg> chat = {{"system", kSystem}, {"user", "What does the cache keep?"}};
+  Reply r1 = Post(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  ASSERT_EQ(r1.status, 200) << r1.raw;
+  ExpectTimingsAgreeWithUsage(r1.body);
+  EXPECT_EQ(r1.body["timings"]["cache_n"], 0);
+
+  chat.push_back({"assistant", r1.body["choices"][0]["message"]["content"].get<std::string>()});
+  chat.push_back({"user", "And what does the next turn read?"});
+  Reply r2 = Post(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  ASSERT_EQ(r2.status, 200) << r2.raw;
+  ExpectTimingsAgreeWithUsage(r2.body);
+  EXPECT_GT(r2.body["timings"]["cache_n"].get<int64_t>(), 0);
+  EXPECT_LT(r2.body["timings"]["prompt_n"], r2.body["usage"]["prompt_tokens"]);
+
+  // Streaming, as llama.cpp's server: the last chunk carries them (the usage
+  // chunk when asked for, else the one with finish_reason).
+  for (bool include_usage : {true, false}) {
+    SCOPED_TRACE(include_usage);
+    Json body = ChatRequestBody(chat, 4);
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", include_usage}};
+    Reply s = Post(port(), "/v1/chat/completions", body.dump());
+    ASSERT_EQ(s.status, 200) << s.raw;
+    std::vector<Json> events = SseEvents(s.raw);
+    ASSERT_GE(events.size(), 2u) << s.raw;
+    for (size_t i = 0; i + 1 < events.size(); ++i) EXPECT_FALSE(events[i].contains("timings")) << i;
+    Json last = events.back();
+    if (include_usage) {
+      ExpectTimingsAgreeWithUsage(last);
+    } else {
+      EXPECT_FALSE(last["choices"][0]["finish_reason"].is_null()) << last.dump();
+      ASSERT_TRUE(last.contains("timings")) << last.dump();
+    }
+    // The same prompt again: all but the one token read for logits is reused.
+    EXPECT_EQ(last["timings"]["prompt_n"], 1) << last.dump();
+  }
+
+  // Text completions too.
+  Reply text = Post(port(), "/v1/completions",
+                    Json{{"model", "tiny"}, {"prompt", "The cache keeps"}, {"max_tokens", 3}, {"temperature", 0}}
+                        .dump());
+  ASSERT_EQ(text.status, 200) << text.raw;
+  ExpectTimingsAgreeWithUsage(text.body);
+}
+
+// `matricxon bench chat` records each reply's timings in its CSV.
+TEST_F(CacheServerTest, BenchChatRecordsTimings) {
+  Start({"--persist-prompt-cache", "false"});
+  const std::string out = dir_ + "/bench/chat";
+  const std::string cmd = BinaryPath() + " bench chat --url http://127.0.0.1:" + std::to_string(port()) +
+                          " --model tiny --turns 3 --system-words 20 --user-words 8 --reply-tokens 4 --modes on"
+                          " --out " + out + " > " + dir_ + "/bench.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream csv(out + ".csv");
+  std::string header, line;
+  ASSERT_TRUE(std::getline(csv, header));
+  std::vector<std::string> cols;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) cols.push_back(c);
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  ASSERT_LT(col("prompt_ms"), cols.size()) << header;
+  ASSERT_LT(col("cache_ms"), cols.size()) << header;
+  ASSERT_LT(col("prompt_n"), cols.size()) << header;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) f.push_back(c);
+    ASSERT_EQ(f.size(), cols.size()) << line;
+    ++rows;
+    EXPECT_GT(std::stod(f[col("prompt_ms")]), 0.0) << line;
+    EXPECT_GE(std::stod(f[col("cache_ms")]), 0.0) << line;
+    EXPECT_EQ(std::stoll(f[col("prompt_n")]) + std::stoll(f[col("cached_tokens")]),
+              std::stoll(f[col("prompt_tokens")]))
+        << line;
+    if (rows > 1) {
+      EXPECT_GT(std::stoll(f[col("cached_tokens")]), 0) << line;
+    }
+  }
+  EXPECT_EQ(rows, 3);
+  std::ifstream log(dir_ + "/bench.log");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  EXPECT_NE(ss.str().find("cache_ms/prompt_ms"), std::string::npos) << ss.str();
 }
 
 TEST_F(CacheServerTest, BadCacheSettingStopsStartup) {
