@@ -138,15 +138,23 @@ Status RunTurn(const Target& t, const Json& body, TurnResult* r, std::string* re
         return false;
       }
       if (ev.contains("choices") && !ev["choices"].empty()) {
-        const Json& delta = ev["choices"][0]["delta"];
-        if (delta.contains("content") && delta["content"].is_string()) {
-          std::string text = delta["content"].get<std::string>();
-          if (!first && !text.empty()) {
-            first = true;
-            r->ttft_ms = ms_since();
-          }
-          *reply += text;
+        const Json& choice = ev["choices"][0];
+        // The first token is the first chunk with text or with a token's
+        // logprobs: tokens whose text is empty (or held back) still carry
+        // their logprobs, and a role-only chunk sent early carries neither.
+        const Json* lp = choice.contains("logprobs") ? &choice["logprobs"] : nullptr;
+        const bool has_token = lp != nullptr && lp->is_object() && lp->contains("content") &&
+                               (*lp)["content"].is_array() && !(*lp)["content"].empty();
+        std::string text;
+        if (choice.contains("delta") && choice["delta"].contains("content") &&
+            choice["delta"]["content"].is_string()) {
+          text = choice["delta"]["content"].get<std::string>();
         }
+        if (!first && (!text.empty() || has_token)) {
+          first = true;
+          r->ttft_ms = ms_since();
+        }
+        *reply += text;
       }
       if (ev.contains("timings")) ReadTimings(ev["timings"], r);
       if (ev.contains("usage") && ev["usage"].is_object()) {
@@ -235,9 +243,12 @@ Status Run(const Flags& f) {
       }
       messages.push_back({{"role", "user"}, {"content", Words(rng, static_cast<int>(user_words))}});
       // ignore_eos: every reply has exactly reply-tokens tokens, so turns are comparable.
+      // logprobs: every token's chunk is marked, so the first token is seen
+      // even when its text is empty.
       Json body = {{"messages", messages},     {"max_tokens", reply_tokens}, {"temperature", 0},
                    {"stream", true},           {"cache_prompt", mode == "on"},
-                   {"ignore_eos", true},       {"stream_options", {{"include_usage", true}}}};
+                   {"ignore_eos", true},       {"stream_options", {{"include_usage", true}}},
+                   {"logprobs", true}};
       if (!f.Get("model").empty()) body["model"] = f.Get("model");
       TurnResult r;
       r.turn = turn;
@@ -346,7 +357,7 @@ Status RunLoad(const Flags& f) {
         for (int64_t r = 0; r < requests; ++r) {
           Json body = {{"messages", {{{"role", "user"}, {"content", Words(rng, static_cast<int>(words))}}}},
                        {"max_tokens", reply_tokens}, {"temperature", 0}, {"stream", true},
-                       {"cache_prompt", false}, {"ignore_eos", true},
+                       {"cache_prompt", false}, {"ignore_eos", true}, {"logprobs", true},
                        {"stream_options", {{"include_usage", true}}}};
           if (!f.Get("model").empty()) body["model"] = f.Get("model");
           TurnResult tr;
