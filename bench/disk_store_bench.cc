@@ -1,147 +1,499 @@
-// Saved-cache throughput (Google Benchmark): AES-256-GCM per core, and the
-// disk store's seal+write (Save, with fsync) and read+open (Load) of the
-// ~94 MB state of a 4k-token chat on a SmolLM2-135M-shaped model (SPEC §10:
-// restoring should run within 1.5x of AES-GCM on all cores).
-//   build/bench/disk_store_bench [--benchmark_filter=Load]
-// Files go to $TMPDIR (default /tmp); use a real disk there for real figures.
-// Counters: bytes_per_second = payload bytes per second.
+// Saved-cache throughput (Google Benchmark) for the ~94 MB state of a
+// 4096-token chat on a SmolLM2-135M-shaped model (30 layers, 3 KV heads of
+// 64, F16 KV; SPEC §10: restoring runs within 1.5x of AES-GCM on all cores):
+//
+//   AesGcmOpenCeiling/T  the decryption limit: the same bytes (24 sealed
+//                        4 MiB chunks in memory) opened on T threads into
+//                        reused, already-touched buffers; no I/O, no copy
+//   RestoreState/T/C     the engine's restore: SavedCacheStore::LoadState
+//                        (pread + decrypt in place into a new state's KV
+//                        memory + checks), what a request pays. C = 0: the
+//                        KV block freed by the previous restore is reused
+//                        (LargeBuffer's spares; steady state); C = 1: cold
+//                        memory (spares released first: every huge page of
+//                        the new state faults in and is zeroed)
+//   RestoreVsCeiling/T   both back to back in every iteration; counters
+//                        give the fastest of each and their ratio (robust
+//                        to a machine shared with other work)
+//   RestoreViaCopy/T     the former path, for comparison: Load into one
+//                        plaintext buffer, then SequenceState::Deserialize
+//   SaveState/T          WriteOne: seal straight from the state, write,
+//                        fsync, rename, fsync the folder
+//   SaveViaCopy/T        the former save: Serialize() copy, then seal it
+//   AesGcmSeal/Open      one 4 MiB chunk on one core
+//
+// T is 1 and every hardware thread. After the runs the binary prints the
+// ratios of the same run (restore / ceiling, and restore vs re-reading when
+// MX_BENCH_REREAD_MS gives the time `matricxon bench engine --prompt 4096
+// --gen 0` took on the same machine); with repetitions it uses the fastest
+// repetition of each figure (a machine shared with other work only slows
+// runs down).
+//   MX_BENCH_REREAD_MS=9120 build/bench/disk_store_bench --benchmark_repetitions=3
+// Files go to $TMPDIR (default /tmp); the file is in the page cache while it
+// is restored (a real restart reads it from disk once).
 #include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/crypto/aead.h"
 #include "cache/disk_store/disk_store.h"
+#include "core/large_buffer.h"
+#include "core/logging.h"
 #include "core/thread_pool.h"
+#include "engine/saved_cache.h"
+#include "models/sequence_state.h"
 
-namespace mx::cache {
+namespace mx::bench {
 namespace {
 
-constexpr size_t kStateBytes = 98304024;  // 4096 tokens of SmolLM2-135M (docs/disk_cache_format.md)
-constexpr size_t kTokens = 4096;
+constexpr int64_t kTokens = 4096;
 
 std::string BenchDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/mx_disk_bench";
-  return dir;
-}
-
-const std::string& StatePayload() {
-  static const std::string payload = [] {
-    std::string p(kStateBytes, '\0');
-    uint32_t x = 12345;
-    for (size_t i = 0; i < p.size(); ++i) {
-      x = x * 1664525u + 1013904223u;
-      p[i] = static_cast<char>(x >> 24);
-    }
-    return p;
-  }();
-  return payload;
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/mx_disk_bench";
 }
 
 ThreadPool& Pool(int n_threads) {
-  static std::unique_ptr<ThreadPool> pools[65];
-  if (!pools[n_threads]) pools[n_threads] = std::make_unique<ThreadPool>(n_threads);
-  return *pools[n_threads];
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[n_threads];
+  if (!p) p = std::make_unique<ThreadPool>(n_threads);
+  return *p;
 }
 
-SecretKey BenchKey() {
-  std::array<uint8_t, kKeyBytes> b;
+cache::SecretKey BenchKey() {
+  std::array<uint8_t, cache::kKeyBytes> b;
   b.fill(0x42);
-  return SecretKey(b);
+  return cache::SecretKey(b);
 }
 
-// One core: seal / open one 4 MiB chunk.
-void BM_AesGcmSeal(benchmark::State& state) {
-  const size_t n = kDefaultChunkBytes;
-  std::vector<uint8_t> plain(n, 7), out(n + kTagBytes);
-  SecretKey key = BenchKey();
-  Nonce nonce{};
-  uint8_t aad[kChunkAadBytes] = {};
-  for (auto _ : state) {
-    if (!Seal(key, nonce, aad, plain, out.data()).ok()) state.SkipWithError("seal failed");
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
+// SmolLM2-135M: 30 attention layers, 3 KV heads x 64 dims, F16 KV, 8k context.
+std::shared_ptr<const models::StateLayout> SmolLayout() {
+  static const auto layout = [] {
+    models::StateLayout l;
+    l.kv_type = DType::kF16;
+    l.kv_dims.assign(30, 3 * 64);
+    l.n_ctx = 8192;
+    l.use_rope = true;
+    l.rope.n_rot = 64;
+    l.rope.freq_base = 100000;
+    l.head_dim = 64;
+    return std::make_shared<const models::StateLayout>(l);
+  }();
+  return layout;
 }
-BENCHMARK(BM_AesGcmSeal)->Unit(benchmark::kMillisecond);
 
-void BM_AesGcmOpen(benchmark::State& state) {
-  const size_t n = kDefaultChunkBytes;
-  std::vector<uint8_t> plain(n, 7), sealed(n + kTagBytes), out(n);
-  SecretKey key = BenchKey();
-  Nonce nonce{};
-  uint8_t aad[kChunkAadBytes] = {};
-  if (!Seal(key, nonce, aad, plain, sealed.data()).ok()) state.SkipWithError("seal failed");
-  for (auto _ : state) {
-    if (!Open(key, nonce, aad, sealed, out.data()).ok()) state.SkipWithError("open failed");
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
+// A state of kTokens tokens with pseudo-random rows (incompressible, like
+// real keys and values).
+const models::SequenceState& SmolState() {
+  static const auto state = [] {
+    auto s = std::make_unique<models::SequenceState>(SmolLayout());
+    if (!s->Reserve(kTokens).ok()) std::abort();
+    uint32_t x = 12345;
+    for (size_t layer = 0; layer < s->layout().kv_dims.size(); ++layer) {
+      const size_t rb = s->layout().kv_row_bytes(layer);
+      for (int64_t p = 0; p < kTokens; ++p) {
+        for (uint8_t* row : {s->k_row(layer, p), s->v_row(layer, p)}) {
+          for (size_t i = 0; i < rb; ++i) {
+            x = x * 1664525u + 1013904223u;
+            row[i] = static_cast<uint8_t>(x >> 24);
+          }
+        }
+      }
+    }
+    s->CommitTokens(kTokens);
+    return s;
+  }();
+  return *state;
 }
-BENCHMARK(BM_AesGcmOpen)->Unit(benchmark::kMillisecond);
 
-std::unique_ptr<DiskStore> OpenBenchStore() {
+uint64_t StateBytes() { return SmolState().SerializeView().bytes; }
+
+const cache::ModelBinding& Binding() {
+  static const cache::ModelBinding b{"sha256-64:0123456789abcdef", SmolLayout()->Fingerprint()};
+  return b;
+}
+
+// Minor page faults of the process so far (fresh memory touched).
+double MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
+std::vector<int32_t> Tokens() { return std::vector<int32_t>(static_cast<size_t>(kTokens), 5); }
+
+std::unique_ptr<engine::SavedCacheStore> OpenSavedStore() {
   std::filesystem::remove_all(BenchDir());
-  KeyStore key = KeyStore::FromKey(BenchKey(), KeySource::kGenerated);
-  DiskStoreOptions options;
-  options.limits.budget_bytes = uint64_t{1} << 40;
-  auto store = DiskStore::Open(Env::Default(), BenchDir(), key, options);
-  return store.ok() ? std::move(store).value() : nullptr;
+  engine::SavedCacheOptions o;
+  o.dir = BenchDir();
+  o.budget_bytes = uint64_t{1} << 40;
+  o.check_in_background = false;
+  auto store = engine::SavedCacheStore::Open(Env::Default(), o);
+  return store.ok() && (*store)->enabled() ? std::move(store).value() : nullptr;
 }
 
-const ModelBinding kModel{"sha256-64:0123456789abcdef", 1};
+// Queues a copy of the state and writes it; returns the file's id.
+std::string SaveOne(engine::SavedCacheStore* store, ThreadPool* pool) {
+  auto copy = SmolState().ClonePrefix(kTokens);
+  if (!copy.ok()) return "";
+  store->Enqueue({Binding(), Tokens(), std::move(copy).value()});
+  bool written = false;
+  store->WriteOne(Binding(), pool, &written);
+  const cache::PrefixMatch m = store->Find(Binding(), Tokens());
+  return written && m.found ? m.entry.id : "";
+}
 
-// Seal + write + fsync + rename of the 94 MB state. Arg: threads.
-void BM_DiskSave(benchmark::State& state) {
-  auto store = OpenBenchStore();
-  const std::string& payload = StatePayload();
-  std::vector<int32_t> tokens(kTokens, 5);
-  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
-  SaveMeta meta{kModel};
+// The AES-GCM limit: all of the state's chunks (sealed, in memory) opened
+// in parallel into one reused buffer per thread.
+class Ceiling {
+ public:
+  explicit Ceiling(int n_threads)
+      : total_(StateBytes()),
+        n_chunks_((total_ + kChunk - 1) / kChunk),
+        key_(BenchKey()),
+        sealed_(n_chunks_, std::vector<uint8_t>(kChunk + cache::kTagBytes)),
+        out_(static_cast<size_t>(n_threads), std::vector<uint8_t>(kChunk, 1)),
+        pool_(Pool(n_threads)) {
+    std::vector<uint8_t> plain(kChunk, 7);
+    for (size_t i = 0; i < n_chunks_; ++i) {
+      ok_ = ok_ && cache::Seal(key_, NonceOf(i), aad_, std::span<const uint8_t>(plain.data(), LenOf(i)),
+                               sealed_[i].data())
+                       .ok();
+    }
+  }
+  // Opens every chunk once; false if a tag failed.
+  bool Run() {
+    std::vector<uint8_t> ok(n_chunks_, 1);
+    pool_.ParallelFor(static_cast<int64_t>(n_chunks_), [&](int64_t i, int thread) {
+      const size_t k = static_cast<size_t>(i);
+      ok[k] = cache::Open(key_, NonceOf(k), aad_,
+                          std::span<const uint8_t>(sealed_[k].data(), LenOf(k) + cache::kTagBytes),
+                          out_[static_cast<size_t>(thread)].data())
+                  .ok();
+    });
+    return ok_ && std::count(ok.begin(), ok.end(), 0) == 0;
+  }
+
+ private:
+  static constexpr size_t kChunk = cache::kDefaultChunkBytes;
+  static cache::Nonce NonceOf(size_t i) {
+    cache::Nonce n{};
+    n[0] = static_cast<uint8_t>(i);
+    n[1] = static_cast<uint8_t>(i >> 8);
+    return n;
+  }
+  size_t LenOf(size_t i) const { return std::min<uint64_t>(kChunk, total_ - i * kChunk); }
+
+  uint64_t total_;
+  size_t n_chunks_;
+  cache::SecretKey key_;
+  uint8_t aad_[cache::kChunkAadBytes] = {};
+  std::vector<std::vector<uint8_t>> sealed_;
+  std::vector<std::vector<uint8_t>> out_;
+  ThreadPool& pool_;
+  bool ok_ = true;
+};
+
+void BM_AesGcmOpenCeiling(benchmark::State& state) {
+  Ceiling ceiling(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    auto r = store->Save(meta, tokens, payload, &pool);
+    if (!ceiling.Run()) state.SkipWithError("open failed");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes()));
+}
+
+// The ratio that SPEC §10 sets, robust to a busy machine: every iteration
+// runs the ceiling and then a restore back to back, and the counters give
+// the fastest of each (ms) and their ratio.
+void BM_RestoreVsCeiling(benchmark::State& state) {
+  auto store = OpenSavedStore();
+  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
+  const std::string id = store ? SaveOne(store.get(), &pool) : "";
+  if (id.empty()) {
+    state.SkipWithError("cannot save the state");
+    return;
+  }
+  Ceiling ceiling(static_cast<int>(state.range(0)));
+  double best_ceiling = 1e30, best_restore = 1e30;
+  Env* env = Env::Default();
+  const double faults0 = MinorFaults();
+  for (auto _ : state) {
+    const uint64_t t0 = env->NowMicros();
+    if (!ceiling.Run()) state.SkipWithError("open failed");
+    const uint64_t t1 = env->NowMicros();
+    auto r = store->LoadState(id, Binding(), SmolLayout(), &pool);
+    const uint64_t t2 = env->NowMicros();
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       break;
     }
-    state.PauseTiming();
-    store->Remove(r->id);
-    state.ResumeTiming();
+    best_ceiling = std::min(best_ceiling, (t1 - t0) / 1e3);
+    best_restore = std::min(best_restore, (t2 - t1) / 1e3);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * payload.size()));
+  state.counters["ceiling_ms"] = best_ceiling;
+  state.counters["restore_ms"] = best_restore;
+  state.counters["ratio"] = best_restore / best_ceiling;
+  state.counters["faults"] = (MinorFaults() - faults0) / static_cast<double>(state.iterations());
+  store.reset();
   std::filesystem::remove_all(BenchDir());
 }
-BENCHMARK(BM_DiskSave)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Read (mmap) + open every chunk of the 94 MB state. Arg: threads.
-void BM_DiskLoad(benchmark::State& state) {
-  auto store = OpenBenchStore();
-  std::vector<int32_t> tokens(kTokens, 5);
-  SaveMeta meta{kModel};
-  auto saved = store->Save(meta, tokens, StatePayload(), &Pool(4));
-  if (!saved.ok()) {
-    state.SkipWithError(saved.status().ToString().c_str());
+// The engine's restore: read + decrypt in place + install into a new state.
+void BM_RestoreState(benchmark::State& state) {
+  auto store = OpenSavedStore();
+  if (!store) {
+    state.SkipWithError("cannot open the saved-cache store");
+    return;
+  }
+  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
+  const std::string id = SaveOne(store.get(), &pool);
+  if (id.empty()) {
+    state.SkipWithError("save failed");
+    return;
+  }
+  const double faults0 = MinorFaults();
+  const bool cold = state.range(1) != 0;
+  for (auto _ : state) {
+    if (cold) {  // give freed memory back: the new state's pages are fresh
+      state.PauseTiming();
+      LargeBuffer::ReleaseSpares();
+      malloc_trim(0);
+      state.ResumeTiming();
+    }
+    auto r = store->LoadState(id, Binding(), SmolLayout(), &pool);
+    if (!r.ok() || r->state->n_tokens() != kTokens) {
+      state.SkipWithError(r.ok() ? "wrong state" : r.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(r->state->k_data(0));
+  }
+  state.counters["faults"] = benchmark::Counter((MinorFaults() - faults0) / static_cast<double>(state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes()));
+  store.reset();
+  std::filesystem::remove_all(BenchDir());
+}
+
+// The former restore: decrypt into one plaintext buffer, then copy into a
+// new state (Deserialize).
+void BM_RestoreViaCopy(benchmark::State& state) {
+  auto store = OpenSavedStore();
+  if (!store) {
+    state.SkipWithError("cannot open the saved-cache store");
+    return;
+  }
+  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
+  const std::string id = SaveOne(store.get(), &pool);
+  if (id.empty()) {
+    state.SkipWithError("save failed");
+    return;
+  }
+  const double faults0 = MinorFaults();
+  for (auto _ : state) {
+    auto r = store->Load(id, Binding(), &pool);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      break;
+    }
+    auto s = models::SequenceState::Deserialize(SmolLayout(), r->payload());
+    if (!s.ok()) {
+      state.SkipWithError(s.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize((*s)->k_data(0));
+  }
+  state.counters["faults"] = benchmark::Counter((MinorFaults() - faults0) / static_cast<double>(state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes()));
+  store.reset();
+  std::filesystem::remove_all(BenchDir());
+}
+
+// WriteOne of the state: seal from its memory, write, fsync, publish.
+void BM_SaveState(benchmark::State& state) {
+  auto store = OpenSavedStore();
+  if (!store) {
+    state.SkipWithError("cannot open the saved-cache store");
     return;
   }
   ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    auto r = store->Load(saved->id, kModel, &pool);
+    state.PauseTiming();
+    auto copy = SmolState().ClonePrefix(kTokens);
+    store->Enqueue({Binding(), Tokens(), std::move(copy).value()});
+    state.ResumeTiming();
+    bool written = false;
+    store->WriteOne(Binding(), &pool, &written);
+    state.PauseTiming();
+    if (!written) {
+      state.SkipWithError("save failed");
+      break;
+    }
+    store->Purge();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes()));
+  store.reset();
+  std::filesystem::remove_all(BenchDir());
+}
+
+// The former save, for comparison: Serialize() the state into one string,
+// then seal that copy, write, fsync, publish.
+void BM_SaveViaCopy(benchmark::State& state) {
+  std::filesystem::remove_all(BenchDir());
+  cache::KeyStore key = cache::KeyStore::FromKey(BenchKey(), cache::KeySource::kGenerated);
+  cache::DiskStoreOptions options;
+  options.limits.budget_bytes = uint64_t{1} << 40;
+  auto store = cache::DiskStore::Open(Env::Default(), BenchDir(), key, options);
+  if (!store.ok()) {
+    state.SkipWithError(store.status().ToString().c_str());
+    return;
+  }
+  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
+  const std::vector<int32_t> tokens = Tokens();
+  for (auto _ : state) {
+    std::string payload = SmolState().Serialize();
+    auto r = (*store)->Save({Binding()}, tokens, payload, &pool);
+    state.PauseTiming();
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       break;
     }
-    benchmark::DoNotOptimize(r->payload().data());
+    (*store)->Remove(r->id);
+    payload = std::string();  // 94 MB: mmapped, so fresh memory each time, as in a server
+    state.ResumeTiming();
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StatePayload().size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes()));
   std::filesystem::remove_all(BenchDir());
 }
-BENCHMARK(BM_DiskLoad)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One core: seal / open one 4 MiB chunk.
+void BM_AesGcmSeal(benchmark::State& state) {
+  const size_t n = cache::kDefaultChunkBytes;
+  std::vector<uint8_t> plain(n, 7), out(n + cache::kTagBytes);
+  cache::SecretKey key = BenchKey();
+  cache::Nonce nonce{};
+  uint8_t aad[cache::kChunkAadBytes] = {};
+  for (auto _ : state) {
+    if (!cache::Seal(key, nonce, aad, plain, out.data()).ok()) state.SkipWithError("seal failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+void BM_AesGcmOpen(benchmark::State& state) {
+  const size_t n = cache::kDefaultChunkBytes;
+  std::vector<uint8_t> plain(n, 7), sealed(n + cache::kTagBytes), out(n);
+  cache::SecretKey key = BenchKey();
+  cache::Nonce nonce{};
+  uint8_t aad[cache::kChunkAadBytes] = {};
+  if (!cache::Seal(key, nonce, aad, plain, sealed.data()).ok()) state.SkipWithError("seal failed");
+  for (auto _ : state) {
+    if (!cache::Open(key, nonce, aad, sealed, out.data()).ok()) state.SkipWithError("open failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+// Keeps each run's time (ms per iteration) to print ratios of the same run.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      // With --benchmark_repetitions: the fastest repetition.
+      auto [it, fresh] = ms_.emplace(r.benchmark_name(), r.GetAdjustedRealTime());
+      if (!fresh) it->second = std::min(it->second, r.GetAdjustedRealTime());
+      for (const auto& [name, c] : r.counters) {
+        auto [ct, cfresh] = ms_.emplace(r.benchmark_name() + ":" + name, c.value);
+        if (!cfresh && name != "ratio") ct->second = std::min(ct->second, c.value);
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void PrintRatios(const std::vector<int>& threads) const {
+    std::printf("\nSaved-cache restore of the %.1f MB state (%lld tokens), same run:\n", StateBytes() / 1e6,
+                static_cast<long long>(kTokens));
+    const char* reread = std::getenv("MX_BENCH_REREAD_MS");
+    for (int t : threads) {
+      const std::string arg = "/" + std::to_string(t) + "/real_time";
+      const double ceiling = Get("AesGcmOpenCeiling" + arg),
+                   restore = Get("RestoreState/" + std::to_string(t) + "/0/real_time"),
+                   cold = Get("RestoreState/" + std::to_string(t) + "/1/real_time"),
+                   copy = Get("RestoreViaCopy" + arg), save = Get("SaveState" + arg),
+                   save_copy = Get("SaveViaCopy" + arg);
+      std::printf("  %d thread%s: AES-GCM ceiling %.1f ms (%.0f MB/s)", t, t == 1 ? " " : "s", ceiling,
+                  Mbps(ceiling));
+      if (restore > 0) {
+        std::printf("; restore %.1f ms (%.0f MB/s) = %.2fx the ceiling", restore, Mbps(restore),
+                    ceiling > 0 ? restore / ceiling : 0.0);
+      }
+      if (cold > 0) std::printf("; with cold memory %.1f ms = %.2fx", cold, ceiling > 0 ? cold / ceiling : 0.0);
+      if (copy > 0) std::printf("; former decrypt-then-copy %.1f ms", copy);
+      if (save > 0) std::printf("; save %.1f ms (%.0f MB/s)", save, Mbps(save));
+      if (save_copy > 0) std::printf("; former serialize-then-save %.1f ms", save_copy);
+      const std::string paired = "RestoreVsCeiling/" + std::to_string(t) + "/real_time:";
+      if (Get(paired + "restore_ms") > 0) {
+        const double pc = Get(paired + "ceiling_ms"), pr = Get(paired + "restore_ms");
+        std::printf("; paired (back to back, fastest of each): ceiling %.1f ms, restore %.1f ms = %.2fx", pc, pr,
+                    pr / pc);
+      }
+      if (restore > 0 && reread != nullptr) {
+        std::printf("; re-reading (%s ms) takes %.0fx longer", reread, std::atof(reread) / restore);
+      }
+      std::printf("\n");
+    }
+  }
+
+ private:
+  double Get(const std::string& name) const {
+    auto it = ms_.find(name);
+    return it == ms_.end() ? 0.0 : it->second;
+  }
+  static double Mbps(double ms) { return ms > 0 ? StateBytes() / 1e6 / (ms / 1e3) : 0.0; }
+  std::map<std::string, double> ms_;
+};
 
 }  // namespace
-}  // namespace mx::cache
+}  // namespace mx::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  using namespace mx::bench;
+  const int all = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<int> threads = {1};
+  if (all > 1) threads.push_back(all);
+  for (auto [name, fn] : {std::pair{"AesGcmOpenCeiling", &BM_AesGcmOpenCeiling},
+                          std::pair{"RestoreVsCeiling", &BM_RestoreVsCeiling},
+                          std::pair{"RestoreViaCopy", &BM_RestoreViaCopy}, std::pair{"SaveState", &BM_SaveState},
+                          std::pair{"SaveViaCopy", &BM_SaveViaCopy}}) {
+    auto* b = benchmark::RegisterBenchmark(name, fn);
+    for (int t : threads) b->Arg(t);
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  // Second argument: 1 = cold memory (freed memory returned to the system
+  // first, so every page of the new state is faulted in during the restore).
+  auto* restore = benchmark::RegisterBenchmark("RestoreState", &BM_RestoreState);
+  for (int cold : {0, 1}) {
+    for (int t : threads) restore->Args({t, cold});
+  }
+  restore->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("AesGcmSeal", &BM_AesGcmSeal)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("AesGcmOpen", &BM_AesGcmOpen)->Unit(benchmark::kMillisecond);
+  mx::SetLogLevel(mx::LogLevel::kWarn);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios(threads);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/fp16.h"
+#include "core/large_buffer.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -87,6 +88,49 @@ TEST(ThreadPoolTest, BackToBackSmallJobsRunEachTaskOnce) {
     pool.ParallelFor(n, [&](int64_t t, int) { hits[static_cast<size_t>(t)].fetch_add(1); });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
   }
+}
+
+TEST(LargeBufferTest, BigBlocksAreHugePageAlignedAndMovesTransferOwnership) {
+  LargeBuffer empty(0);
+  EXPECT_EQ(empty.data(), nullptr);
+  LargeBuffer small(1000);
+  EXPECT_EQ(small.size(), 1000u);
+  EXPECT_EQ(small.allocated(), 1000u);
+  small.data()[999] = 7;
+  LargeBuffer big(LargeBuffer::kHugeMinBytes + 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % LargeBuffer::kHugePageBytes, 0u);
+  EXPECT_EQ(big.allocated(), LargeBuffer::kHugeMinBytes + LargeBuffer::kHugePageBytes);
+  big.data()[big.size() - 1] = 9;
+  uint8_t* p = big.data();
+  LargeBuffer moved(std::move(big));
+  EXPECT_EQ(moved.data(), p);
+  EXPECT_EQ(big.data(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  moved = std::move(small);
+  EXPECT_EQ(moved.size(), 1000u);
+  EXPECT_EQ(moved.data()[999], 7);
+}
+
+TEST(LargeBufferTest, FreedHugeBlocksAreReusedForAboutTheirSize) {
+  LargeBuffer::ReleaseSpares();
+  const size_t bytes = LargeBuffer::kHugeMinBytes * 2;
+  uint8_t* first = nullptr;
+  {
+    LargeBuffer a(bytes);
+    first = a.data();
+    a.data()[0] = 1;
+  }
+  LargeBuffer b(bytes - 100);  // rounds to the same huge pages: the kept block
+  EXPECT_EQ(b.data(), first);
+  EXPECT_EQ(b.allocated(), bytes);
+  LargeBuffer c(bytes);  // nothing kept now: a fresh block
+  EXPECT_NE(c.data(), first);
+  EXPECT_EQ(c.allocated(), bytes);
+  {
+    LargeBuffer far_larger(bytes * 2);  // kept, but too large for `bytes`
+  }
+  LargeBuffer d(bytes);
+  EXPECT_EQ(d.allocated(), bytes);
+  LargeBuffer::ReleaseSpares();
 }
 
 TEST(EnvTest, AtomicWriteThenRead) {

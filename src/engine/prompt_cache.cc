@@ -41,30 +41,20 @@ PromptCache::PromptCache(const models::Runner& runner, const PromptCacheOptions&
             [&runner] { return runner.NewSequence(); }, [env] { return env->WallMicros(); },
             DiskHook(disk_, std::move(on_evict))) {}
 
-Result<PromptCache::LoadedState> PromptCache::LoadSaved(const std::string& id) {
-  LoadedState out;
-  auto loaded = disk_.store->Load(id, disk_.binding, disk_.io_pool);
+Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
+  auto loaded = disk_.store->LoadState(id, disk_.binding, runner_.layout(), disk_.io_pool);
   if (!loaded.ok()) {
-    MX_LOG(kWarn) << "saved cache " << id << " could not be loaded: " << loaded.status().ToString();
-    return loaded.status();
-  }
-  auto state = models::SequenceState::Deserialize(runner_.layout(), loaded->payload());
-  Status st = state.ok() ? Status::Ok() : state.status();
-  if (st.ok() && (*state)->n_tokens() != static_cast<int64_t>(loaded->tokens.size())) {
-    st = Status::Corruption("saved cache " + id + ": its state does not hold the tokens it was saved with");
-  }
-  if (!st.ok()) {
-    // A damaged state is deleted; one that only does not fit this server
-    // (e.g. more tokens than the context now holds) is left alone.
+    // A damaged state is deleted (a file that fails its tags already was);
+    // one that only does not fit this server (e.g. more tokens than the
+    // context now holds) is left alone.
+    const Status& st = loaded.status();
     const bool damaged = st.code() == Status::Code::kCorruption || st.code() == Status::Code::kNotSupported;
     MX_LOG(kWarn) << "saved cache " << id << " was not used" << (damaged ? " and is deleted: " : ": ")
                   << st.ToString();
     if (damaged) disk_.store->Remove(id);
     return st;
   }
-  out.tokens = std::move(loaded->tokens);
-  out.state = std::move(state).value();
-  return out;
+  return loaded;
 }
 
 bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t,

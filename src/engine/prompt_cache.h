@@ -120,12 +120,9 @@ class PromptCache {
   // Loads a saved chat whose prompt is a trimmed version of it and removes
   // the trimmed span (context shift). False (logged) when it cannot.
   bool TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& match, CacheTicket* t);
-  struct LoadedState {
-    std::vector<int32_t> tokens;
-    std::unique_ptr<models::SequenceState> state;
-  };
-  // Loads and deserializes a saved file, checking that its state holds its
-  // tokens; a damaged file is deleted.
+  // Loads a saved file straight into a new state (SavedCacheStore::
+  // LoadState), checking that its state holds its tokens; a damaged file is
+  // deleted.
   Result<LoadedState> LoadSaved(const std::string& id);
 
   const models::Runner& runner_;

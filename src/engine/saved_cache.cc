@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "cache/disk_store/disk_format.h"
 #include "core/logging.h"
@@ -310,9 +311,10 @@ bool SavedCacheStore::WriteOne(const cache::ModelBinding& model, ThreadPool* poo
   }
   if (d == nullptr) return true;
   const uint64_t t0 = env_->NowMicros();
-  std::string payload = item.state->Serialize();
-  item.state.reset();  // the serialized copy is all that is needed now
-  auto saved = d->Save({item.model, 0, 0}, item.tokens, payload, pool);
+  // Sealed straight from the state's own memory (no serialized copy).
+  const models::SerializedView view = item.state->SerializeView();
+  auto saved = d->Save({item.model, 0, 0}, item.tokens, view.parts, pool);
+  item.state.reset();
   if (!saved.ok()) {
     MX_LOG(kWarn) << "saved caches: writing a cached chat of " << item.tokens.size()
                   << " tokens failed, dropped (chats go on): " << saved.status().ToString();
@@ -386,6 +388,34 @@ Result<cache::LoadedEntry> SavedCacheStore::Load(const std::string& id, const ca
   auto d = disk();
   if (d == nullptr) return Status::NotFound("the disk cache is off");
   return d->Load(id, model, pool);
+}
+
+Result<LoadedState> SavedCacheStore::LoadState(const std::string& id, const cache::ModelBinding& model,
+                                               std::shared_ptr<const models::StateLayout> layout,
+                                               ThreadPool* pool) {
+  auto d = disk();
+  if (d == nullptr) return Status::NotFound("the disk cache is off");
+  // The file is decrypted straight into the new state's KV memory.
+  std::optional<models::StateLoader> loader;
+  auto place = [&](const cache::SavedEntryInfo& entry,
+                   uint64_t payload_bytes) -> Result<std::vector<std::span<uint8_t>>> {
+    MX_ASSIGN_OR_RETURN(models::StateLoader l,
+                        models::StateLoader::Prepare(layout, static_cast<int64_t>(entry.n_tokens),
+                                                     static_cast<size_t>(payload_bytes)));
+    loader.emplace(std::move(l));
+    return loader->buffers();
+  };
+  MX_ASSIGN_OR_RETURN(cache::LoadedEntry loaded, d->LoadInto(id, model, pool, place));
+  LoadedState out;
+  Result<std::unique_ptr<models::SequenceState>> state =
+      loader ? loader->Finish() : Result<std::unique_ptr<models::SequenceState>>(Status::Internal("no state"));
+  if (!state.ok()) return state.status().WithContext("saved cache " + id);
+  if ((*state)->n_tokens() != static_cast<int64_t>(loaded.tokens.size())) {
+    return Status::Corruption("saved cache " + id + ": its state does not hold the tokens it was saved with");
+  }
+  out.tokens = std::move(loaded.tokens);
+  out.state = std::move(state).value();
+  return out;
 }
 
 void SavedCacheStore::Remove(const std::string& id) {

@@ -81,6 +81,12 @@ struct PendingSave {
   std::unique_ptr<models::SequenceState> state;
 };
 
+// A saved cache loaded back into an engine state.
+struct LoadedState {
+  std::vector<int32_t> tokens;
+  std::unique_ptr<models::SequenceState> state;
+};
+
 class SavedCacheStore {
  public:
   // Creates the folder (0700); when `options.enabled`, opens the key
@@ -137,6 +143,14 @@ class SavedCacheStore {
   cache::ShiftMatch FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
                               int64_t min_kept) const;
   Result<cache::LoadedEntry> Load(const std::string& id, const cache::ModelBinding& model, ThreadPool* pool);
+  // Loads `id` straight into a new state of `layout`: every chunk is read
+  // and decrypted in place into the state's own memory, in parallel on
+  // `pool` (no plaintext buffer, no copy), then the state is checked like
+  // SequenceState::Deserialize. Errors: Load's; Corruption / NotSupported
+  // when the state inside is damaged, InvalidArgument when it does not fit
+  // `layout` (e.g. more tokens than its context).
+  Result<LoadedState> LoadState(const std::string& id, const cache::ModelBinding& model,
+                                std::shared_ptr<const models::StateLayout> layout, ThreadPool* pool);
   // Deletes one saved file (its state was taken back into RAM).
   void Remove(const std::string& id);
 

@@ -90,8 +90,12 @@ uint64_t StateLayout::Fingerprint() const {
 
 SequenceState::SequenceState(std::shared_ptr<const StateLayout> layout)
     : layout_(std::move(layout)) {
-  k_.resize(layout_->kv_dims.size());
-  v_.resize(layout_->kv_dims.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < layout_->kv_dims.size(); ++i) {
+    row_bytes_.push_back(layout_->kv_row_bytes(i));
+    layer_offset_.push_back(offset);
+    offset += 2 * row_bytes_.back();
+  }
   recurrent_.assign(layout_->recurrent_bytes() / sizeof(float), 0.0f);
 }
 
@@ -150,7 +154,7 @@ float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
 
 size_t SequenceState::CapacityBytes() const {
   size_t n = recurrent_.capacity() * sizeof(float);
-  for (size_t i = 0; i < k_.size(); ++i) n += k_[i].capacity() + v_[i].capacity();
+  n += kv_.allocated();
   return n;
 }
 
@@ -164,13 +168,23 @@ Status SequenceState::Reserve(int64_t n) {
   int64_t cap = std::max(n, capacity_ + capacity_ / 2);
   cap = (cap + kGrowTokens - 1) / kGrowTokens * kGrowTokens;
   cap = std::min(cap, layout_->n_ctx);
-  for (size_t i = 0; i < k_.size(); ++i) {
-    size_t bytes = static_cast<size_t>(cap) * layout_->kv_row_bytes(i);
-    k_[i].resize(bytes);
-    v_[i].resize(bytes);
-  }
+  // Every row of the old capacity moves (a forward pass may have written
+  // rows it has not committed yet).
+  LargeBuffer next(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+  CopyRows(capacity_, next, cap);
+  kv_ = std::move(next);
   capacity_ = cap;
   return Status::Ok();
+}
+
+void SequenceState::CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const {
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(n_rows) * row_bytes_[i];
+    if (bytes == 0) continue;
+    uint8_t* k_to = to.data() + static_cast<size_t>(to_capacity) * layer_offset_[i];
+    std::memcpy(k_to, k_base(i), bytes);
+    std::memcpy(k_to + static_cast<size_t>(to_capacity) * row_bytes_[i], v_base(i), bytes);
+  }
 }
 
 Status SequenceState::Truncate(int64_t n) {
@@ -210,11 +224,8 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
   }
   auto out = std::make_unique<SequenceState>(layout_);
   // Exact-size allocation: a copy is sized for what it holds, and grows later.
-  for (size_t i = 0; i < k_.size(); ++i) {
-    size_t bytes = static_cast<size_t>(n) * layout_->kv_row_bytes(i);
-    out->k_[i].assign(k_[i].begin(), k_[i].begin() + static_cast<std::ptrdiff_t>(bytes));
-    out->v_[i].assign(v_[i].begin(), v_[i].begin() + static_cast<std::ptrdiff_t>(bytes));
-  }
+  out->kv_ = LargeBuffer(static_cast<size_t>(n) * layout_->kv_bytes_per_token());
+  CopyRows(n, out->kv_, n);
   out->capacity_ = n;
   out->n_tokens_ = n;
   if (has_recurrent() && n != 0) {
@@ -245,16 +256,16 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
   if (d == 0) return Status::Ok();
   const int64_t n_move = n_tokens_ - p1;
   std::vector<float> row;
-  for (size_t i = 0; i < k_.size(); ++i) {
-    const size_t rb = layout_->kv_row_bytes(i);
-    std::memmove(k_[i].data() + p0 * rb, k_[i].data() + p1 * rb, static_cast<size_t>(n_move) * rb);
-    std::memmove(v_[i].data() + p0 * rb, v_[i].data() + p1 * rb, static_cast<size_t>(n_move) * rb);
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    const size_t rb = row_bytes_[i];
+    std::memmove(k_row(i, p0), k_row(i, p1), static_cast<size_t>(n_move) * rb);
+    std::memmove(v_row(i, p0), v_row(i, p1), static_cast<size_t>(n_move) * rb);
     if (!layout_->use_rope) continue;
     const int64_t dims = layout_->kv_dims[i];
     const int n_heads = static_cast<int>(dims / layout_->head_dim);
     row.resize(static_cast<size_t>(dims));
     for (int64_t p = p0; p < p0 + n_move; ++p) {
-      uint8_t* k = k_[i].data() + p * rb;
+      uint8_t* k = k_row(i, p);
       kernels::LoadKvRow(layout_->kv_type, k, dims, row.data());
       kernels::Rope(row.data(), n_heads, static_cast<int>(layout_->head_dim), layout_->rope, -d);
       kernels::StoreKvRow(layout_->kv_type, row.data(), dims, k);
@@ -271,10 +282,10 @@ std::string SequenceState::Serialize() const {
   PutU32(out, kStateFormatVersion);
   PutU64(out, layout_->Fingerprint());
   PutU64(out, static_cast<uint64_t>(n_tokens_));
-  for (size_t i = 0; i < k_.size(); ++i) {
-    size_t bytes = static_cast<size_t>(n_tokens_) * layout_->kv_row_bytes(i);
-    out.append(reinterpret_cast<const char*>(k_[i].data()), bytes);
-    out.append(reinterpret_cast<const char*>(v_[i].data()), bytes);
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    size_t bytes = static_cast<size_t>(n_tokens_) * row_bytes_[i];
+    out.append(reinterpret_cast<const char*>(k_data(i)), bytes);
+    out.append(reinterpret_cast<const char*>(v_data(i)), bytes);
   }
   out.append(reinterpret_cast<const char*>(recurrent_.data()), recurrent_.size() * sizeof(float));
   // Complete snapshots: count, then (n_tokens, data) each.
@@ -288,6 +299,133 @@ std::string SequenceState::Serialize() const {
     out.append(reinterpret_cast<const char*>(s->data.data()), s->data.size() * sizeof(float));
   }
   return out;
+}
+
+SerializedView SequenceState::SerializeView() const {
+  SerializedView view;
+  // Small pieces first, so that their bytes no longer move: the header,
+  // then the snapshot count and each complete snapshot's position.
+  std::vector<const RecurrentSnapshot*> done;
+  for (const auto& s : snapshots_) {
+    if (s.complete) done.push_back(&s);
+  }
+  std::string small;
+  PutU32(small, kStateMagic);
+  PutU32(small, kStateFormatVersion);
+  PutU64(small, layout_->Fingerprint());
+  PutU64(small, static_cast<uint64_t>(n_tokens_));
+  PutU32(small, static_cast<uint32_t>(done.size()));
+  for (const RecurrentSnapshot* s : done) PutU64(small, static_cast<uint64_t>(s->n_tokens));
+  view.small.assign(small.begin(), small.end());
+  const uint8_t* sp = view.small.data();
+  auto add = [&view](const void* p, size_t n) {
+    if (n == 0) return;
+    view.parts.emplace_back(static_cast<const uint8_t*>(p), n);
+    view.bytes += n;
+  };
+  add(sp, kHeaderBytes);
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(n_tokens_) * row_bytes_[i];
+    add(k_data(i), bytes);
+    add(v_data(i), bytes);
+  }
+  add(recurrent_.data(), recurrent_.size() * sizeof(float));
+  add(sp + kHeaderBytes, 4);
+  for (size_t i = 0; i < done.size(); ++i) {
+    add(sp + kHeaderBytes + 4 + 8 * i, 8);
+    add(done[i]->data.data(), done[i]->data.size() * sizeof(float));
+  }
+  return view;
+}
+
+Result<StateLoader> StateLoader::Prepare(std::shared_ptr<const StateLayout> layout, int64_t n_tokens,
+                                         size_t bytes) {
+  if (n_tokens < 0 || n_tokens > layout->n_ctx) {
+    return Status::InvalidArgument("state holds " + std::to_string(n_tokens) + " tokens, context is " +
+                                   std::to_string(layout->n_ctx));
+  }
+  const size_t n = static_cast<size_t>(n_tokens);
+  const size_t rows = n * layout->kv_bytes_per_token();
+  const size_t body = kHeaderBytes + rows + layout->recurrent_bytes();
+  const size_t snap_bytes = 8 + layout->recurrent_bytes();
+  const size_t max_snap = layout->n_recurrent > 0 ? SequenceState::kMaxSnapshots : 0;
+  if (bytes < body + 4 || bytes > body + 4 + max_snap * snap_bytes || (bytes - body - 4) % snap_bytes != 0) {
+    return Status::Corruption("state of " + std::to_string(n) + " tokens cannot be " + std::to_string(bytes) +
+                              " bytes (" + std::to_string(body + 4) + " plus " + std::to_string(snap_bytes) +
+                              " per snapshot, at most " + std::to_string(max_snap) + ")");
+  }
+  StateLoader loader;
+  loader.n_tokens_ = n_tokens;
+  loader.state_ = std::make_unique<SequenceState>(layout);
+  SequenceState& st = *loader.state_;
+  MX_RETURN_IF_ERROR(st.Reserve(n_tokens));
+  loader.header_.resize(kHeaderBytes);
+  loader.snapshots_.resize(bytes - body);
+  loader.buffers_.emplace_back(loader.header_.data(), kHeaderBytes);
+  for (size_t i = 0; i < st.row_bytes_.size(); ++i) {
+    const size_t rb = n * st.row_bytes_[i];
+    if (rb == 0) continue;
+    loader.buffers_.emplace_back(st.k_row(i, 0), rb);
+    loader.buffers_.emplace_back(st.v_row(i, 0), rb);
+  }
+  if (layout->recurrent_bytes() > 0) {
+    loader.buffers_.emplace_back(reinterpret_cast<uint8_t*>(st.recurrent_.data()), layout->recurrent_bytes());
+  }
+  loader.buffers_.emplace_back(loader.snapshots_.data(), loader.snapshots_.size());
+  return loader;
+}
+
+Result<std::unique_ptr<SequenceState>> StateLoader::Finish() {
+  if (state_ == nullptr) return Status::Internal("StateLoader::Finish called twice");
+  const StateLayout& layout = state_->layout();
+  const char* h = reinterpret_cast<const char*>(header_.data());
+  if (GetU32(h) != kStateMagic) return Status::Corruption("state has a wrong magic");
+  const uint32_t version = GetU32(h + 4);
+  if (version != kStateFormatVersion) {
+    return Status::NotSupported("state format version " + std::to_string(version) +
+                                ", this engine reads version " + std::to_string(kStateFormatVersion));
+  }
+  const uint64_t fingerprint = GetU64(h + 8);
+  if (fingerprint != layout.Fingerprint()) {
+    return Status::InvalidArgument("state layout does not match this model (fingerprint " +
+                                   std::to_string(fingerprint) + ", expected " +
+                                   std::to_string(layout.Fingerprint()) + ")");
+  }
+  const uint64_t n = GetU64(h + 16);
+  if (n != static_cast<uint64_t>(n_tokens_)) {
+    return Status::Corruption("state holds " + std::to_string(n) + " tokens, expected " +
+                              std::to_string(n_tokens_));
+  }
+  const char* p = reinterpret_cast<const char*>(snapshots_.data());
+  const uint32_t n_snap = GetU32(p);
+  const size_t snap_bytes = 8 + layout.recurrent_bytes();
+  if (n_snap > SequenceState::kMaxSnapshots || (n_snap > 0 && layout.n_recurrent == 0)) {
+    return Status::Corruption("state lists " + std::to_string(n_snap) + " snapshots (at most " +
+                              std::to_string(layout.n_recurrent > 0 ? SequenceState::kMaxSnapshots : 0) + ")");
+  }
+  if (snapshots_.size() != 4 + n_snap * snap_bytes) {
+    return Status::Corruption("state of " + std::to_string(n) + " tokens with " + std::to_string(n_snap) +
+                              " snapshots has " + std::to_string(snapshots_.size() - 4) +
+                              " snapshot bytes, expected " + std::to_string(n_snap * snap_bytes));
+  }
+  p += 4;
+  int64_t prev = 0;
+  for (uint32_t i = 0; i < n_snap; ++i) {
+    RecurrentSnapshot s;
+    s.n_tokens = static_cast<int64_t>(GetU64(p));
+    if (s.n_tokens <= prev || s.n_tokens > static_cast<int64_t>(n)) {
+      return Status::Corruption("snapshot " + std::to_string(i) + " at " + std::to_string(s.n_tokens) +
+                                " tokens is out of order or past the state's " + std::to_string(n) + " tokens");
+    }
+    prev = s.n_tokens;
+    s.data.resize(state_->recurrent_.size());
+    std::memcpy(s.data.data(), p + 8, layout.recurrent_bytes());
+    s.complete = true;
+    p += snap_bytes;
+    state_->snapshots_.push_back(std::move(s));
+  }
+  state_->n_tokens_ = static_cast<int64_t>(n);
+  return std::move(state_);
 }
 
 Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
@@ -304,10 +442,9 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
                                 ", this engine reads version " +
                                 std::to_string(kStateFormatVersion));
   }
-  uint64_t fingerprint = GetU64(bytes.data() + 8);
-  if (fingerprint != layout->Fingerprint()) {
+  if (GetU64(bytes.data() + 8) != layout->Fingerprint()) {
     return Status::InvalidArgument("state layout does not match this model (fingerprint " +
-                                   std::to_string(fingerprint) + ", expected " +
+                                   std::to_string(GetU64(bytes.data() + 8)) + ", expected " +
                                    std::to_string(layout->Fingerprint()) + ")");
   }
   uint64_t n = GetU64(bytes.data() + 16);
@@ -315,53 +452,15 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
     return Status::Corruption("state holds " + std::to_string(n) + " tokens, context is " +
                               std::to_string(layout->n_ctx));
   }
-  const size_t body = kHeaderBytes + n * layout->kv_bytes_per_token() + layout->recurrent_bytes();
-  if (bytes.size() < body + 4) {
-    return Status::Corruption("state of " + std::to_string(n) + " tokens needs at least " +
-                              std::to_string(body + 4) + " bytes, got " + std::to_string(bytes.size()));
+  // The same checks and placement as a load in place, from one buffer.
+  MX_ASSIGN_OR_RETURN(StateLoader loader,
+                      StateLoader::Prepare(std::move(layout), static_cast<int64_t>(n), bytes.size()));
+  const char* p = bytes.data();
+  for (const std::span<uint8_t>& b : loader.buffers()) {
+    std::memcpy(b.data(), p, b.size());
+    p += b.size();
   }
-  const uint32_t n_snap = GetU32(bytes.data() + body);
-  const size_t snap_bytes = 8 + layout->recurrent_bytes();
-  if (n_snap > SequenceState::kMaxSnapshots || (n_snap > 0 && layout->n_recurrent == 0)) {
-    return Status::Corruption("state lists " + std::to_string(n_snap) + " snapshots (at most " +
-                              std::to_string(layout->n_recurrent > 0 ? SequenceState::kMaxSnapshots : 0) + ")");
-  }
-  size_t expected = body + 4 + n_snap * snap_bytes;
-  if (bytes.size() != expected) {
-    return Status::Corruption("state of " + std::to_string(n) + " tokens should be " +
-                              std::to_string(expected) + " bytes, got " +
-                              std::to_string(bytes.size()));
-  }
-  auto state = std::make_unique<SequenceState>(layout);
-  MX_RETURN_IF_ERROR(state->Reserve(static_cast<int64_t>(n)));
-  const char* p = bytes.data() + kHeaderBytes;
-  for (size_t i = 0; i < state->k_.size(); ++i) {
-    size_t rb = n * layout->kv_row_bytes(i);
-    std::memcpy(state->k_[i].data(), p, rb);
-    p += rb;
-    std::memcpy(state->v_[i].data(), p, rb);
-    p += rb;
-  }
-  // Dense models have no recurrent state (an empty vector: data() may be null).
-  if (layout->recurrent_bytes() > 0) std::memcpy(state->recurrent_.data(), p, layout->recurrent_bytes());
-  p += layout->recurrent_bytes() + 4;
-  int64_t prev = 0;
-  for (uint32_t i = 0; i < n_snap; ++i) {
-    RecurrentSnapshot s;
-    s.n_tokens = static_cast<int64_t>(GetU64(p));
-    if (s.n_tokens <= prev || s.n_tokens > static_cast<int64_t>(n)) {
-      return Status::Corruption("snapshot " + std::to_string(i) + " at " + std::to_string(s.n_tokens) +
-                                " tokens is out of order or past the state's " + std::to_string(n) + " tokens");
-    }
-    prev = s.n_tokens;
-    s.data.resize(state->recurrent_.size());
-    std::memcpy(s.data.data(), p + 8, layout->recurrent_bytes());
-    s.complete = true;
-    p += snap_bytes;
-    state->snapshots_.push_back(std::move(s));
-  }
-  state->n_tokens_ = static_cast<int64_t>(n);
-  return state;
+  return loader.Finish();
 }
 
 }  // namespace mx::models

@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/large_buffer.h"
 #include "core/status.h"
 #include "kernels/kernels.h"
 #include "models/model_config.h"
@@ -57,6 +59,48 @@ struct RecurrentSnapshot {
   int64_t n_tokens = 0;
   std::vector<float> data;  // [rec layer][conv_floats + ssm_floats], like the live state
   bool complete = false;    // false while the forward pass that fills it is pending
+};
+
+// Serialize() as views: the state's own rows plus a few small owned pieces
+// (header, snapshot count and positions), in order; concatenated they are
+// exactly Serialize(). Lets a writer seal a state without copying it. The
+// views are valid while the state is neither changed nor destroyed (and
+// while this object lives).
+struct SerializedView {
+  std::vector<std::span<const uint8_t>> parts;
+  size_t bytes = 0;  // sum of the parts' sizes
+  std::vector<uint8_t> small;  // backing store of the small pieces
+};
+
+class SequenceState;
+
+// Loading a serialized state in place (saved caches): Prepare() makes a state
+// sized for a serialized form of `bytes` bytes that holds `n_tokens` tokens
+// and says where each of those bytes goes (KV rows and recurrent state
+// straight into the state's memory, header and snapshot list into small
+// buffers); the caller writes exactly those bytes there (e.g. decrypts a
+// saved cache into them); Finish() checks them as Deserialize() does and
+// hands the state over. Not thread-safe, but the buffers may be filled from
+// several threads at once.
+class StateLoader {
+ public:
+  // InvalidArgument when n_tokens is outside [0, n_ctx]; Corruption when
+  // `bytes` cannot be a state of n_tokens tokens of this layout.
+  static Result<StateLoader> Prepare(std::shared_ptr<const StateLayout> layout, int64_t n_tokens, size_t bytes);
+  // The buffers in serialized order, covering exactly `bytes` bytes.
+  const std::vector<std::span<uint8_t>>& buffers() const { return buffers_; }
+  // Checks magic, version, layout fingerprint, token count and snapshots;
+  // Corruption / NotSupported / InvalidArgument naming the mismatch.
+  // REQUIRES: every byte of buffers() written; called once.
+  Result<std::unique_ptr<SequenceState>> Finish();
+
+ private:
+  StateLoader() = default;
+  std::unique_ptr<SequenceState> state_;
+  int64_t n_tokens_ = 0;
+  std::vector<uint8_t> header_;
+  std::vector<uint8_t> snapshots_;  // count, then (n_tokens, data) each
+  std::vector<std::span<uint8_t>> buffers_;
 };
 
 class SequenceState {
@@ -116,18 +160,21 @@ class SequenceState {
   // version, layout and exact size, and returns Corruption / NotSupported
   // naming the mismatch.
   std::string Serialize() const;
+  SerializedView SerializeView() const;
   static Result<std::unique_ptr<SequenceState>> Deserialize(
       std::shared_ptr<const StateLayout> layout, std::string_view bytes);
 
-  // Raw access for the forward pass.
+  // Raw access for the forward pass. Rows of a layer are contiguous
+  // (row p at k_data(layer) + p * row bytes); rows at or past n_tokens()
+  // hold whatever was last written there (uninitialized when never).
   uint8_t* k_row(size_t attn_layer, int64_t pos) {
-    return k_[attn_layer].data() + static_cast<size_t>(pos) * layout_->kv_row_bytes(attn_layer);
+    return k_base(attn_layer) + static_cast<size_t>(pos) * row_bytes_[attn_layer];
   }
   uint8_t* v_row(size_t attn_layer, int64_t pos) {
-    return v_[attn_layer].data() + static_cast<size_t>(pos) * layout_->kv_row_bytes(attn_layer);
+    return v_base(attn_layer) + static_cast<size_t>(pos) * row_bytes_[attn_layer];
   }
-  const uint8_t* k_data(size_t attn_layer) const { return k_[attn_layer].data(); }
-  const uint8_t* v_data(size_t attn_layer) const { return v_[attn_layer].data(); }
+  const uint8_t* k_data(size_t attn_layer) const { return k_base(attn_layer); }
+  const uint8_t* v_data(size_t attn_layer) const { return v_base(attn_layer); }
   float* conv_state(size_t rec_layer) {
     return recurrent_.data() + rec_layer * static_cast<size_t>(layout_->conv_floats + layout_->ssm_floats);
   }
@@ -138,8 +185,23 @@ class SequenceState {
   std::shared_ptr<const StateLayout> layout_;
   int64_t n_tokens_ = 0;
   int64_t capacity_ = 0;
-  std::vector<std::vector<uint8_t>> k_;  // [attn layer][capacity * row bytes]
-  std::vector<std::vector<uint8_t>> v_;
+  friend class StateLoader;
+
+  uint8_t* k_base(size_t attn_layer) const {
+    return kv_.data() + static_cast<size_t>(capacity_) * layer_offset_[attn_layer];
+  }
+  uint8_t* v_base(size_t attn_layer) const {
+    return k_base(attn_layer) + static_cast<size_t>(capacity_) * row_bytes_[attn_layer];
+  }
+  // Copies rows [0, n_rows) of every layer into `to`, laid out for `to_capacity`.
+  void CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const;
+
+  // All KV rows in one block (huge pages when large, so that a new or
+  // restored state faults in fast): [attn layer][K: capacity rows, then V:
+  // capacity rows]. Never zeroed: rows are written before they are read.
+  LargeBuffer kv_;
+  std::vector<size_t> row_bytes_;     // [attn layer] bytes of one K (or V) row
+  std::vector<size_t> layer_offset_;  // [attn layer] sum of 2 * row bytes of the layers before
   std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]
   std::vector<RecurrentSnapshot> snapshots_;  // sorted by n_tokens
 };

@@ -446,18 +446,45 @@ TEST_F(SavedCacheServerTest, CacheCommandListsVerifiesAndPurges) {
   Stop();
   ASSERT_EQ(SavedFiles().size(), 1u);
   auto run = [&](const std::string& sub, std::string* out) {
-    const std::string cmd = BinaryPath() + " cache " + sub + " --dir " + cache_dir_ + " > " + dir_ + "/cli.out 2>&1";
+    const std::string cmd = "env -u MATRICXON_CACHE_KEY " + BinaryPath() + " cache " + sub + " --dir " + cache_dir_ +
+                            " --models-dir " + dir_ + "/models > " + dir_ + "/cli.out 2>&1";
     int rc = std::system(cmd.c_str());
     *out = ReadAll(dir_ + "/cli.out");
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   };
   std::string out;
+  // With the folder's key: details from the decrypted metadata.
   EXPECT_EQ(run("ls", &out), 0) << out;
   EXPECT_NE(out.find("1 saved caches"), std::string::npos) << out;
+  EXPECT_NE(out.find(" tokens  model tiny (match)  created 20"), std::string::npos) << out;
+  EXPECT_NE(out.find("last used 20"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 match a model of"), std::string::npos) << out;
+  EXPECT_EQ(out.find("not decrypted"), std::string::npos) << out;
+  // Another model file under the same name: the fingerprint no longer matches.
+  fs::rename(dir_ + "/models/tiny.gguf", dir_ + "/tiny.gguf.bak");
+  const std::string other = BinaryPath() + " make-model --out " + dir_ + "/models/tiny.gguf --seed 2 --quiet";
+  ASSERT_EQ(std::system(other.c_str()), 0);
+  EXPECT_EQ(run("ls", &out), 0) << out;
+  EXPECT_NE(out.find("(mismatch: no model in"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 match a model of"), std::string::npos) << out;
+  fs::remove(dir_ + "/models/tiny.gguf");
+  fs::rename(dir_ + "/tiny.gguf.bak", dir_ + "/models/tiny.gguf");
+  // Without a key: what the file system says, and that details need the key.
+  fs::rename(cache_dir_ + "/prompt_cache.key", dir_ + "/key.bak");
+  EXPECT_EQ(run("ls", &out), 0) << out;
+  EXPECT_NE(out.find("1 saved caches"), std::string::npos) << out;
+  EXPECT_NE(out.find("need the key"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" tokens  model"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(cache_dir_ + "/prompt_cache.key"));  // never created by ls
+  fs::rename(dir_ + "/key.bak", cache_dir_ + "/prompt_cache.key");
   EXPECT_EQ(run("verify", &out), 0) << out;
   EXPECT_NE(out.find("1 saved caches ok"), std::string::npos) << out;
-  // A damaged file is found and deleted by verify.
+  // A damaged file is reported by ls (and kept), then deleted by verify.
   std::ofstream(cache_dir_ + "/00112233445566778899aabbccddeeff.mxpc", std::ios::binary) << "not a cache";
+  EXPECT_EQ(run("ls", &out), 0) << out;
+  EXPECT_NE(out.find("FAILS ITS CHECK"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 fail their check"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(cache_dir_ + "/00112233445566778899aabbccddeeff.mxpc"));
   EXPECT_EQ(run("verify", &out), 0) << out;
   EXPECT_NE(out.find("removed 1 damaged"), std::string::npos) << out;
   EXPECT_EQ(run("purge", &out), 0) << out;

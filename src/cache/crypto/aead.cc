@@ -167,6 +167,84 @@ Status Open(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> a
   return Status::Ok();
 }
 
+GcmStream::GcmStream() : ctx_(EVP_CIPHER_CTX_new()) {}
+
+GcmStream::~GcmStream() { EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(ctx_)); }
+
+namespace {
+
+Status BeginGcm(EVP_CIPHER_CTX* ctx, bool encrypt, const SecretKey& key, const Nonce& nonce,
+                std::span<const uint8_t> aad) {
+  if (ctx == nullptr) return Status::Internal(OpenSslError("EVP_CIPHER_CTX_new"));
+  if (EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key.data(), nonce.data(), encrypt ? 1 : 0) !=
+      1) {
+    return Status::Internal(OpenSslError("AES-GCM init"));
+  }
+  int len = 0;
+  for (size_t off = 0; off < aad.size(); off += kMaxPiece) {
+    size_t n = std::min(kMaxPiece, aad.size() - off);
+    if (EVP_CipherUpdate(ctx, nullptr, &len, aad.data() + off, static_cast<int>(n)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM aad"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GcmStream::BeginOpen(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad) {
+  return BeginGcm(static_cast<EVP_CIPHER_CTX*>(ctx_), false, key, nonce, aad);
+}
+
+Status GcmStream::BeginSeal(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad) {
+  return BeginGcm(static_cast<EVP_CIPHER_CTX*>(ctx_), true, key, nonce, aad);
+}
+
+Status GcmStream::Update(const uint8_t* in, uint8_t* out, size_t n) {
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  size_t written = 0;
+  for (size_t off = 0; off < n; off += kMaxPiece) {
+    const size_t piece = std::min(kMaxPiece, n - off);
+    int len = 0;
+    if (EVP_CipherUpdate(ctx, out + written, &len, in + off, static_cast<int>(piece)) != 1) {
+      return Status::Internal(OpenSslError("AES-GCM update"));
+    }
+    written += static_cast<size_t>(len);
+  }
+  // GCM is a stream mode: OpenSSL writes every byte it is given at once.
+  if (written != n) return Status::Internal("AES-GCM update wrote " + std::to_string(written) + " of " +
+                                            std::to_string(n) + " bytes");
+  return Status::Ok();
+}
+
+Status GcmStream::FinishOpen(const uint8_t tag[kTagBytes]) {
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
+                          const_cast<uint8_t*>(tag)) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM set tag"));
+  }
+  uint8_t none[16];
+  int len = 0;
+  if (EVP_DecryptFinal_ex(ctx, none, &len) != 1) {
+    ERR_clear_error();
+    return Status::Corruption("AES-GCM tag mismatch");
+  }
+  return Status::Ok();
+}
+
+Status GcmStream::FinishSeal(uint8_t tag[kTagBytes]) {
+  auto* ctx = static_cast<EVP_CIPHER_CTX*>(ctx_);
+  uint8_t none[16];
+  int len = 0;
+  if (EVP_EncryptFinal_ex(ctx, none, &len) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM encrypt final"));
+  }
+  if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), tag) != 1) {
+    return Status::Internal(OpenSslError("AES-GCM get tag"));
+  }
+  return Status::Ok();
+}
+
 Result<SecretKey> DeriveKeyFromPassphrase(std::string_view passphrase) {
   if (passphrase.empty()) return Status::InvalidArgument("empty cache key passphrase");
   SecretKey key;

@@ -80,6 +80,37 @@ Status Seal(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> a
 Status Open(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad,
             std::span<const uint8_t> sealed, uint8_t* out);
 
+// Streaming AES-256-GCM over one chunk whose bytes come in pieces: the
+// ciphertext can be read straight into its final memory and decrypted there
+// (in place), and a plaintext gathered from several buffers can be sealed
+// without first being copied together. The result is the same as Seal/Open
+// over the concatenated pieces. One object may be reused for many chunks
+// (Begin starts over). Not thread-safe: one per thread.
+class GcmStream {
+ public:
+  GcmStream();
+  ~GcmStream();
+  GcmStream(const GcmStream&) = delete;
+  GcmStream& operator=(const GcmStream&) = delete;
+
+  // Starts decrypting (open) or encrypting (seal) a chunk under key/nonce
+  // with associated data `aad`. Internal on an OpenSSL failure.
+  Status BeginOpen(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad);
+  Status BeginSeal(const SecretKey& key, const Nonce& nonce, std::span<const uint8_t> aad);
+  // Transforms the next n bytes of the chunk from `in` to `out`. in == out
+  // is allowed (in place); otherwise they must not overlap. Any n, any
+  // number of calls.
+  Status Update(const uint8_t* in, uint8_t* out, size_t n);
+  // Open: checks the tag over everything since BeginOpen; Corruption when it
+  // does not match (everything written to `out` must then be discarded).
+  Status FinishOpen(const uint8_t tag[kTagBytes]);
+  // Seal: writes the tag.
+  Status FinishSeal(uint8_t tag[kTagBytes]);
+
+ private:
+  void* ctx_;  // EVP_CIPHER_CTX
+};
+
 // scrypt parameters for passphrase keys. Fixed by format version 1: every
 // node with the same passphrase derives the same key. Changing any of them
 // is a new format version. (N = 2^15, r = 8, p = 1: 32 MiB, ~0.1 s.)

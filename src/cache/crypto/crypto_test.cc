@@ -91,6 +91,47 @@ TEST(AeadTest, WrongKeyNonceOrAadFails) {
   EXPECT_EQ(Open(key, nonce, Bytes("aaD"), sealed, out.data()).code(), Status::Code::kCorruption);
 }
 
+TEST(AeadTest, StreamInPiecesMatchesSealAndOpensInPlace) {
+  SecretKey key = KeyOf(5);
+  Nonce nonce{};
+  nonce[7] = 3;
+  auto aad = Bytes("chunk aad");
+  std::vector<uint8_t> plain(1000);
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 7 + 1);
+  const auto sealed = SealVec(key, nonce, aad, plain);
+  const size_t cuts[] = {0, 1, 16, 33, 512, 999, 1000};  // odd piece sizes
+  GcmStream gcm;
+  for (int round = 0; round < 2; ++round) {  // the stream is reusable
+    std::vector<uint8_t> out(plain.size() + kTagBytes);
+    ASSERT_TRUE(gcm.BeginSeal(key, nonce, aad).ok());
+    for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+      ASSERT_TRUE(gcm.Update(plain.data() + cuts[i], out.data() + cuts[i], cuts[i + 1] - cuts[i]).ok());
+    }
+    ASSERT_TRUE(gcm.FinishSeal(out.data() + plain.size()).ok());
+    EXPECT_EQ(out, sealed);
+    // Open in place, in pieces.
+    std::vector<uint8_t> buf(sealed.begin(), sealed.end() - kTagBytes);
+    ASSERT_TRUE(gcm.BeginOpen(key, nonce, aad).ok());
+    for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+      ASSERT_TRUE(gcm.Update(buf.data() + cuts[i], buf.data() + cuts[i], cuts[i + 1] - cuts[i]).ok());
+    }
+    ASSERT_TRUE(gcm.FinishOpen(sealed.data() + plain.size()).ok());
+    EXPECT_EQ(buf, plain);
+  }
+  // A changed tag or ciphertext byte fails.
+  std::vector<uint8_t> bad(sealed.begin(), sealed.end());
+  bad[500] ^= 4;
+  ASSERT_TRUE(gcm.BeginOpen(key, nonce, aad).ok());
+  ASSERT_TRUE(gcm.Update(bad.data(), bad.data(), plain.size()).ok());
+  EXPECT_EQ(gcm.FinishOpen(bad.data() + plain.size()).code(), Status::Code::kCorruption);
+  std::vector<uint8_t> tag(sealed.end() - kTagBytes, sealed.end());
+  tag[0] ^= 1;
+  std::vector<uint8_t> ct(sealed.begin(), sealed.end() - kTagBytes);
+  ASSERT_TRUE(gcm.BeginOpen(key, nonce, aad).ok());
+  ASSERT_TRUE(gcm.Update(ct.data(), ct.data(), ct.size()).ok());
+  EXPECT_EQ(gcm.FinishOpen(tag.data()).code(), Status::Code::kCorruption);
+}
+
 TEST(AeadTest, SealedShorterThanTagIsCorruption) {
   std::vector<uint8_t> tiny(5);
   uint8_t out[1];

@@ -30,6 +30,43 @@ void ForEach(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int)
   }
 }
 
+// Bytes read per pread while loading: small enough that a piece is still in
+// cache when it is decrypted in place right after.
+constexpr uint64_t kReadPiece = uint64_t{256} << 10;
+
+// A byte range split over several buffers (the plaintext of a file as the
+// metadata and the state's own memory).
+class Pieces {
+ public:
+  Pieces() = default;
+  explicit Pieces(std::vector<std::span<uint8_t>> parts) : parts_(std::move(parts)) {
+    starts_.reserve(parts_.size());
+    for (const auto& p : parts_) {
+      starts_.push_back(total_);
+      total_ += p.size();
+    }
+  }
+  uint64_t total() const { return total_; }
+  const std::vector<std::span<uint8_t>>& parts() const { return parts_; }
+  // Calls fn(pointer, bytes) for the pieces of the buffers that hold the
+  // range [begin, begin + n), in order. REQUIRES: begin + n <= total().
+  template <typename Fn>
+  void ForRange(uint64_t begin, uint64_t n, Fn&& fn) const {
+    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;
+    for (uint64_t at = begin, end = begin + n; at < end; ++i) {
+      const uint64_t from = at - starts_[i];
+      const uint64_t len = std::min<uint64_t>(parts_[i].size() - from, end - at);
+      if (len > 0) fn(parts_[i].data() + from, len);
+      at += len;
+    }
+  }
+
+ private:
+  std::vector<std::span<uint8_t>> parts_;
+  std::vector<uint64_t> starts_;
+  uint64_t total_ = 0;
+};
+
 Status FirstError(const std::vector<Status>& statuses) {
   for (const Status& s : statuses) {
     if (!s.ok()) return s;
@@ -42,7 +79,6 @@ Status FirstError(const std::vector<Status>& statuses) {
 struct DiskStore::Opened {
   RecordMeta meta;
   std::vector<int32_t> tokens;
-  std::unique_ptr<char[]> plaintext;
   size_t plaintext_bytes = 0;
   size_t payload_offset = 0;
   uint64_t file_bytes = 0;
@@ -90,7 +126,8 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(Env* env, const std::string& 
 std::string DiskStore::PathOf(std::string_view name) const { return JoinPath(dir_, name); }
 
 Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadPool* pool,
-                                                  bool keep_payload, Problem* problem) const {
+                                                  const PlaintextPlacer* place,
+                                                  Problem* problem) const {
   *problem = Problem::kDamaged;
   const std::string ctx = "saved cache " + id;
   FileId file_id;
@@ -125,11 +162,12 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   auto layout_or = LayoutForFileSize(file_bytes, header.chunk_bytes);
   if (!layout_or.ok()) return layout_or.status().WithContext(ctx);
   const ChunkLayout layout = layout_or.value();
-  auto file_key = DeriveFileKey(key_, header.salt);
-  if (!file_key.ok()) {
+  auto file_key_or = DeriveFileKey(key_, header.salt);
+  if (!file_key_or.ok()) {
     *problem = Problem::kIo;
-    return file_key.status();
+    return file_key_or.status();
   }
+  const FileKey& file_key = file_key_or.value();
 
   Opened out;
   out.file_bytes = file_bytes;
@@ -137,19 +175,31 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   const uint64_t chunk = header.chunk_bytes;
   const uint64_t stride = chunk + kTagBytes;
   const int n_threads = Threads(pool);
-  // keep_payload: every chunk opens straight into the plaintext buffer, all
-  // in parallel. Otherwise chunks open in batches of n_threads into one
-  // buffer per batch slot, and only the metadata bytes are kept.
-  const uint64_t batch = keep_payload ? layout.n_chunks : static_cast<uint64_t>(n_threads);
-  std::unique_ptr<char[]> slots;
-  if (keep_payload) {
-    out.plaintext = std::make_unique_for_overwrite<char[]>(layout.plaintext_bytes);
-  } else {
-    slots = std::make_unique_for_overwrite<char[]>(batch * chunk);
+  // With a placer every chunk is read straight into its final memory and
+  // opened there, all chunks in parallel. Without one (a check) chunks open
+  // in batches of n_threads into one buffer per batch slot, and only the
+  // metadata bytes are kept.
+  Pieces dest;
+  if (place != nullptr) {
+    auto buffers = (*place)(layout.plaintext_bytes);
+    if (!buffers.ok()) {
+      // Corruption: the file does not fit what the index knows of it.
+      *problem = buffers.status().code() == Status::Code::kCorruption ? Problem::kDamaged : Problem::kRefused;
+      return buffers.status();
+    }
+    dest = Pieces(std::move(buffers).value());
+    if (dest.total() != layout.plaintext_bytes || dest.parts().empty()) {
+      *problem = Problem::kRefused;
+      return Status::Internal(ctx + ": the load buffers hold " + std::to_string(dest.total()) +
+                              " bytes, the plaintext " + std::to_string(layout.plaintext_bytes));
+    }
   }
-  std::vector<uint8_t> meta_bytes;  // !keep_payload: the plaintext's first bytes
+  const uint64_t batch = place != nullptr ? layout.n_chunks : static_cast<uint64_t>(n_threads);
+  std::unique_ptr<uint8_t[]> slots;
+  if (place == nullptr) slots = std::make_unique_for_overwrite<uint8_t[]>(batch * chunk);
+  std::vector<uint8_t> meta_bytes;  // check: the plaintext's first bytes
   std::optional<uint64_t> meta_need;
-  std::vector<std::unique_ptr<char[]>> sealed_bufs(static_cast<size_t>(n_threads));
+  std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
   std::vector<Status> statuses(static_cast<size_t>(batch));
   std::vector<uint8_t> io_failed(static_cast<size_t>(batch));  // not vector<bool>: written by several threads
   for (uint64_t first = 0; first < layout.n_chunks; first += batch) {
@@ -160,29 +210,49 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       const bool last = index + 1 == layout.n_chunks;
       const uint64_t plain_n = last ? layout.last_chunk_bytes : chunk;
       const uint64_t offset = kDiskHeaderBytes + index * stride;
-      Status& status = statuses[static_cast<size_t>(k)];
-      status = Status::Ok();
-      auto& buf = sealed_bufs[static_cast<size_t>(thread)];
-      if (!buf) buf = std::make_unique_for_overwrite<char[]>(stride);
-      auto read = file.Read(offset, plain_n + kTagBytes, buf.get());
-      if (!read.ok() || read.value() != plain_n + kTagBytes) {
-        io_failed[static_cast<size_t>(k)] = read.ok() ? 0 : 1;
-        status = read.ok() ? Status::Corruption(ctx + ": file shrank while being read")
-                           : read.status();
-        return;
-      }
+      auto& gcm = streams[static_cast<size_t>(thread)];
+      if (!gcm) gcm = std::make_unique<GcmStream>();
       uint8_t aad[kChunkAadBytes];
       MakeChunkAad(header_bytes, file_id, index, last, aad);
-      char* dst = keep_payload ? out.plaintext.get() + index * chunk
-                               : slots.get() + static_cast<uint64_t>(k) * chunk;
-      Status s = cache::Open(file_key.value().key, ChunkNonce(file_key.value(), index), aad,
-                             std::span<const uint8_t>(reinterpret_cast<uint8_t*>(buf.get()),
-                                                      plain_n + kTagBytes),
-                             reinterpret_cast<uint8_t*>(dst));
-      if (!s.ok()) {
-        status = Status::Corruption(ctx + ": AEAD tag mismatch at chunk " + std::to_string(index) +
-                                    " (offset " + std::to_string(offset) + " of " +
-                                    std::to_string(file_bytes) + ")");
+      Status& status = statuses[static_cast<size_t>(k)];
+      status = gcm->BeginOpen(file_key.key, ChunkNonce(file_key, index), aad);
+      // Read each piece into its destination and decrypt it there while it
+      // is still in cache.
+      uint64_t at = offset;
+      auto read_open = [&](uint8_t* dst, uint64_t len) {
+        for (uint64_t done = 0; status.ok() && done < len;) {
+          const uint64_t piece = std::min<uint64_t>(kReadPiece, len - done);
+          auto read = file.Read(at, piece, reinterpret_cast<char*>(dst + done));
+          if (!read.ok() || read.value() != piece) {
+            io_failed[static_cast<size_t>(k)] = read.ok() ? 0 : 1;
+            status = read.ok() ? Status::Corruption(ctx + ": file shrank while being read")
+                               : read.status();
+            return;
+          }
+          status = gcm->Update(dst + done, dst + done, piece);
+          at += piece;
+          done += piece;
+        }
+      };
+      if (place != nullptr) {
+        dest.ForRange(index * chunk, plain_n, read_open);
+      } else {
+        read_open(slots.get() + static_cast<uint64_t>(k) * chunk, plain_n);
+      }
+      if (!status.ok()) return;
+      uint8_t tag[kTagBytes];
+      auto read = file.Read(at, kTagBytes, reinterpret_cast<char*>(tag));
+      if (!read.ok() || read.value() != kTagBytes) {
+        io_failed[static_cast<size_t>(k)] = read.ok() ? 0 : 1;
+        status = read.ok() ? Status::Corruption(ctx + ": file shrank while being read") : read.status();
+        return;
+      }
+      if (Status s = gcm->FinishOpen(tag); !s.ok()) {
+        status = s.code() != Status::Code::kCorruption
+                     ? s
+                     : Status::Corruption(ctx + ": AEAD tag mismatch at chunk " + std::to_string(index) +
+                                          " (offset " + std::to_string(offset) + " of " +
+                                          std::to_string(file_bytes) + ")");
       }
     });
     for (uint64_t k = 0; k < n; ++k) {
@@ -193,28 +263,27 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
     }
     MX_RETURN_IF_ERROR(FirstError(statuses));
     // Keep the plaintext's first bytes until they hold the metadata.
-    for (uint64_t k = 0; !keep_payload && k < n; ++k) {
+    for (uint64_t k = 0; place == nullptr && k < n; ++k) {
       if (meta_need && meta_bytes.size() >= *meta_need) break;
       const uint64_t index = first + k;
       const uint64_t plain_n = index + 1 == layout.n_chunks ? layout.last_chunk_bytes : chunk;
-      const auto* p = reinterpret_cast<const uint8_t*>(slots.get() + k * chunk);
+      const uint8_t* p = slots.get() + k * chunk;
       meta_bytes.insert(meta_bytes.end(), p, p + plain_n);
       meta_need = MetadataBytes(meta_bytes);
     }
   }
+  // A placer puts the metadata in its first buffer.
   std::span<const uint8_t> prefix =
-      keep_payload ? std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.plaintext.get()),
-                                              out.plaintext_bytes)
-                   : std::span<const uint8_t>(meta_bytes);
-  if (!keep_payload && meta_need && *meta_need < prefix.size()) prefix = prefix.first(*meta_need);
+      place != nullptr ? std::span<const uint8_t>(dest.parts()[0]) : std::span<const uint8_t>(meta_bytes);
+  if (place == nullptr && meta_need && *meta_need < prefix.size()) prefix = prefix.first(*meta_need);
   st = ParseRecordPrefix(prefix, out.plaintext_bytes, &out.meta, &out.tokens, &out.payload_offset);
   if (!st.ok()) return st.WithContext(ctx);
   *problem = Problem::kNone;
   return out;
 }
 
-Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta,
-                              std::span<const int32_t> tokens, std::string_view payload,
+Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
+                              std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
                               ThreadPool* pool, uint64_t* file_bytes) {
   FileId file_id;
   ParseFileId(id, &file_id);
@@ -228,8 +297,17 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta,
 
   RecordMeta record{meta.model.model_fingerprint, meta.model.state_layout_fingerprint,
                     meta.created_us, meta.last_used_us};
-  const std::string metadata = EncodeMetadata(record, tokens, payload.size());
-  const uint64_t total = metadata.size() + payload.size();
+  const std::string metadata = EncodeMetadata(record, tokens, payload_bytes);
+  // The plaintext is metadata || payload, gathered from its buffers as the
+  // chunks are sealed (no copy of the payload is made).
+  std::vector<std::span<uint8_t>> parts;
+  parts.reserve(payload.size() + 1);
+  parts.emplace_back(reinterpret_cast<uint8_t*>(const_cast<char*>(metadata.data())), metadata.size());
+  for (const auto& p : payload) {
+    if (!p.empty()) parts.emplace_back(const_cast<uint8_t*>(p.data()), p.size());
+  }
+  const Pieces plain(std::move(parts));
+  const uint64_t total = plain.total();
   const uint64_t chunk = chunk_bytes_;
   const uint64_t n_chunks = (total + chunk - 1) / chunk;
   *file_bytes = SealedFileBytes(total, chunk_bytes_);
@@ -241,42 +319,40 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta,
   Status st = file->Append(
       std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
 
-  // Seal a batch of chunks (in parallel), then append them in order.
-  const int64_t batch = pool != nullptr ? std::max(1, pool->n_threads()) : 1;
-  std::vector<std::vector<uint8_t>> sealed(static_cast<size_t>(batch));
-  std::vector<std::vector<uint8_t>> scratch(static_cast<size_t>(batch));
+  // Seal a batch of chunks (in parallel) into buffers reused from batch to
+  // batch, then append them in order.
+  const int n_threads = Threads(pool);
+  const int64_t batch = n_threads;
+  std::unique_ptr<uint8_t[]> sealed =
+      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(batch) * (chunk + kTagBytes));
+  std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
   std::vector<Status> statuses(static_cast<size_t>(batch));
   for (uint64_t first = 0; st.ok() && first < n_chunks; first += static_cast<uint64_t>(batch)) {
     const int64_t n = static_cast<int64_t>(std::min<uint64_t>(batch, n_chunks - first));
-    ForEach(pool, n, [&](int64_t k, int) {
+    ForEach(pool, n, [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
       const bool last = index + 1 == n_chunks;
       const uint64_t begin = index * chunk;
       const uint64_t len = std::min(chunk, total - begin);
-      // The plaintext is metadata || payload; only chunks that touch the
-      // metadata are assembled in a scratch buffer.
-      std::span<const uint8_t> plain;
-      if (begin >= metadata.size()) {
-        plain = {reinterpret_cast<const uint8_t*>(payload.data()) + (begin - metadata.size()), len};
-      } else {
-        auto& buf = scratch[static_cast<size_t>(k)];
-        buf.resize(len);
-        const uint64_t from_meta = std::min<uint64_t>(len, metadata.size() - begin);
-        std::memcpy(buf.data(), metadata.data() + begin, from_meta);
-        if (len > from_meta) std::memcpy(buf.data() + from_meta, payload.data(), len - from_meta);
-        plain = {buf.data(), len};
-      }
-      auto& out = sealed[static_cast<size_t>(k)];
-      out.resize(len + kTagBytes);
+      auto& gcm = streams[static_cast<size_t>(thread)];
+      if (!gcm) gcm = std::make_unique<GcmStream>();
       uint8_t aad[kChunkAadBytes];
       MakeChunkAad(header_bytes, file_id, index, last, aad);
-      statuses[static_cast<size_t>(k)] =
-          Seal(file_key.key, ChunkNonce(file_key, index), aad, plain, out.data());
+      Status& status = statuses[static_cast<size_t>(k)];
+      status = gcm->BeginSeal(file_key.key, ChunkNonce(file_key, index), aad);
+      uint8_t* out = sealed.get() + static_cast<uint64_t>(k) * (chunk + kTagBytes);
+      plain.ForRange(begin, len, [&](uint8_t* src, uint64_t n_bytes) {
+        if (status.ok()) status = gcm->Update(src, out, n_bytes);
+        out += n_bytes;
+      });
+      if (status.ok()) status = gcm->FinishSeal(out);
     });
     for (int64_t k = 0; st.ok() && k < n; ++k) st = statuses[static_cast<size_t>(k)];
     for (int64_t k = 0; st.ok() && k < n; ++k) {
-      const auto& out = sealed[static_cast<size_t>(k)];
-      st = file->Append(std::string_view(reinterpret_cast<const char*>(out.data()), out.size()));
+      const uint64_t index = first + static_cast<uint64_t>(k);
+      const uint64_t len = std::min(chunk, total - index * chunk) + kTagBytes;
+      const uint8_t* out = sealed.get() + static_cast<uint64_t>(k) * (chunk + kTagBytes);
+      st = file->Append(std::string_view(reinterpret_cast<const char*>(out), len));
     }
   }
   if (st.ok()) st = file->Sync();
@@ -299,13 +375,22 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta,
 
 Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                                        std::string_view payload, ThreadPool* pool) {
+  const std::span<const uint8_t> part(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  return Save(meta, tokens, std::span<const std::span<const uint8_t>>(&part, 1), pool);
+}
+
+Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int32_t> tokens,
+                                       std::span<const std::span<const uint8_t>> payload_parts,
+                                       ThreadPool* pool) {
+  uint64_t payload_bytes = 0;
+  for (const auto& p : payload_parts) payload_bytes += p.size();
   const size_t fp_len = meta.model.model_fingerprint.size();
   if (fp_len == 0 || fp_len > kMaxModelFingerprintBytes) {
     return Status::InvalidArgument("model fingerprint of " + std::to_string(fp_len) +
                                    " bytes, expected 1.." +
                                    std::to_string(kMaxModelFingerprintBytes));
   }
-  const uint64_t plaintext = MetadataBytesFor(fp_len, tokens.size()) + payload.size();
+  const uint64_t plaintext = MetadataBytesFor(fp_len, tokens.size()) + payload_bytes;
   const uint64_t file_bytes = SealedFileBytes(plaintext, chunk_bytes_);
   const uint64_t budget = limits().budget_bytes;
   if (file_bytes > budget) {
@@ -326,7 +411,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
     writing_.insert(id);
   }
   uint64_t written_bytes = 0;
-  Status st = WriteSealed(id, m, tokens, payload, pool, &written_bytes);
+  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, &written_bytes);
   std::lock_guard<std::mutex> lock(mu_);
   writing_.erase(id);
   if (!st.ok()) return st;
@@ -336,7 +421,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   entry.info.n_tokens = tokens.size();
   entry.info.tokens_hash = HashTokens(tokens);
   entry.info.file_bytes = written_bytes;
-  entry.info.payload_bytes = payload.size();
+  entry.info.payload_bytes = payload_bytes;
   entry.info.created_us = m.created_us;
   entry.info.last_used_us = m.last_used_us;
   entry.tokens.assign(tokens.begin(), tokens.end());
@@ -410,6 +495,60 @@ ShiftMatch DiskStore::FindShift(const ModelBinding& model, std::span<const int32
 
 Result<LoadedEntry> DiskStore::Load(const std::string& id, const ModelBinding& model,
                                     ThreadPool* pool) {
+  // One buffer for the whole plaintext; the payload is a view into it.
+  std::unique_ptr<char[]> plaintext;
+  PlaintextPlacer whole = [&](uint64_t plaintext_bytes) -> Result<std::vector<std::span<uint8_t>>> {
+    plaintext = std::make_unique_for_overwrite<char[]>(plaintext_bytes);
+    return std::vector<std::span<uint8_t>>{{reinterpret_cast<uint8_t*>(plaintext.get()), plaintext_bytes}};
+  };
+  MX_ASSIGN_OR_RETURN(LoadedEntry out, LoadWith(id, model, pool, whole));
+  out.plaintext = std::move(plaintext);
+  return out;
+}
+
+Result<LoadedEntry> DiskStore::LoadInto(const std::string& id, const ModelBinding& model, ThreadPool* pool,
+                                        const PayloadPlacer& place) {
+  SavedEntryInfo indexed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(id);
+    if (it == index_.end()) return Status::NotFound("saved cache " + id + " is not in the index");
+    indexed = it->second.info;
+  }
+  // The metadata's size follows from the (verified) index entry; the
+  // record's own fields are checked against it once the file is open.
+  std::unique_ptr<uint8_t[]> metadata;
+  PlaintextPlacer split = [&](uint64_t plaintext_bytes) -> Result<std::vector<std::span<uint8_t>>> {
+    const uint64_t meta_bytes = MetadataBytesFor(model.model_fingerprint.size(), indexed.n_tokens);
+    if (meta_bytes > plaintext_bytes ||
+        plaintext_bytes - meta_bytes != indexed.payload_bytes) {
+      return Status::Corruption("saved cache " + id + ": the file's size does not match its index entry");
+    }
+    MX_ASSIGN_OR_RETURN(std::vector<std::span<uint8_t>> payload, place(indexed, indexed.payload_bytes));
+    uint64_t placed = 0;
+    for (const auto& p : payload) placed += p.size();
+    if (placed != indexed.payload_bytes) {
+      return Status::Internal("saved cache " + id + ": the placer gave " + std::to_string(placed) +
+                              " bytes for a payload of " + std::to_string(indexed.payload_bytes));
+    }
+    metadata = std::make_unique_for_overwrite<uint8_t[]>(meta_bytes);
+    std::vector<std::span<uint8_t>> parts;
+    parts.reserve(payload.size() + 1);
+    parts.emplace_back(metadata.get(), meta_bytes);
+    for (const auto& p : payload) {
+      if (!p.empty()) parts.push_back(p);
+    }
+    return parts;
+  };
+  MX_ASSIGN_OR_RETURN(LoadedEntry out, LoadWith(id, model, pool, split));
+  if (out.payload_offset != MetadataBytesFor(model.model_fingerprint.size(), out.tokens.size())) {
+    return Status::Corruption("saved cache " + id + ": its metadata does not match its index entry");
+  }
+  return out;
+}
+
+Result<LoadedEntry> DiskStore::LoadWith(const std::string& id, const ModelBinding& model, ThreadPool* pool,
+                                        const PlaintextPlacer& place) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(id);
@@ -419,7 +558,7 @@ Result<LoadedEntry> DiskStore::Load(const std::string& id, const ModelBinding& m
     }
   }
   Problem problem = Problem::kNone;
-  Result<Opened> opened = ReadVerified(id, pool, /*keep_payload=*/true, &problem);
+  Result<Opened> opened = ReadVerified(id, pool, &place, &problem);
   if (!opened.ok()) {
     const bool bad = problem == Problem::kDamaged || problem == Problem::kOtherKey ||
                      problem == Problem::kUnsupported;
@@ -459,10 +598,24 @@ Result<LoadedEntry> DiskStore::Load(const std::string& id, const ModelBinding& m
     out.info.last_used_us = now;
   }
   out.tokens = std::move(o.tokens);
-  out.plaintext = std::move(o.plaintext);
   out.plaintext_bytes = o.plaintext_bytes;
   out.payload_offset = o.payload_offset;
   return out;
+}
+
+Result<SavedEntryInfo> DiskStore::Inspect(const std::string& id, ThreadPool* pool) const {
+  Problem problem = Problem::kNone;
+  MX_ASSIGN_OR_RETURN(Opened o, ReadVerified(id, pool, /*place=*/nullptr, &problem));
+  SavedEntryInfo info;
+  info.id = id;
+  info.model = {o.meta.model_fingerprint, o.meta.layout_fingerprint};
+  info.n_tokens = o.tokens.size();
+  info.tokens_hash = HashTokens(o.tokens);
+  info.file_bytes = o.file_bytes;
+  info.payload_bytes = o.plaintext_bytes - o.payload_offset;
+  info.created_us = o.meta.created_us;
+  info.last_used_us = o.meta.last_used_us;
+  return info;
 }
 
 Status DiskStore::Remove(const std::string& id) {
@@ -581,7 +734,7 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       continue;
     }
     Problem problem = Problem::kNone;
-    Result<Opened> opened = ReadVerified(id, pool, /*keep_payload=*/false, &problem);
+    Result<Opened> opened = ReadVerified(id, pool, /*place=*/nullptr, &problem);
     if (opened.ok()) {
       Opened& o = opened.value();
       Entry e;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,7 +82,8 @@ struct ShiftMatch {
   ShiftPlan plan;  // the span to remove; plan.reused() tokens are then shared
 };
 
-// A loaded entry. The payload is a view into `plaintext`.
+// A loaded entry. Load: the payload is a view into `plaintext`. LoadInto:
+// the payload went to the caller's buffers; `plaintext` is null.
 struct LoadedEntry {
   SavedEntryInfo info;
   std::vector<int32_t> tokens;
@@ -113,6 +115,15 @@ struct StartupReport {
   std::string ToString() const;
 };
 
+// Where LoadInto puts a payload: given the indexed entry and its payload
+// size, the caller's buffers that receive the payload's bytes in order
+// (e.g. a state's own KV memory), covering exactly `payload_bytes`. They are
+// written while the file is read and decrypted, before every tag is checked:
+// when LoadInto fails their content is garbage. An error is returned by
+// LoadInto (Corruption: the file is treated as damaged and deleted).
+using PayloadPlacer = std::function<Result<std::vector<std::span<uint8_t>>>(const SavedEntryInfo& entry,
+                                                                            uint64_t payload_bytes)>;
+
 class DiskStore {
  public:
   // Opens (creating with mode 0700) the cache folder `dir`. Nothing is read
@@ -133,6 +144,12 @@ class DiskStore {
   // call EnforceLimits afterwards.
   Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::string_view payload, ThreadPool* pool = nullptr);
+  // The same for a payload given as several buffers (their concatenation),
+  // e.g. a state's own memory: sealed chunk by chunk straight from them,
+  // without a copy. The buffers must stay unchanged during the call.
+  Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
+                              std::span<const std::span<const uint8_t>> payload_parts,
+                              ThreadPool* pool = nullptr);
 
   // Verified entries, most recently used first.
   std::vector<SavedEntryInfo> List() const;
@@ -153,6 +170,18 @@ class DiskStore {
   // Corruption when a check fails (the file is then deleted and unindexed).
   Result<LoadedEntry> Load(const std::string& id, const ModelBinding& model,
                            ThreadPool* pool = nullptr);
+  // Load, but the payload is read and decrypted in place into the buffers
+  // `place` returns (no plaintext buffer, no copy): each chunk is read with
+  // pread in pieces straight into its final memory and opened there, the
+  // chunks in parallel on `pool`. Same errors as Load, plus the placer's.
+  Result<LoadedEntry> LoadInto(const std::string& id, const ModelBinding& model, ThreadPool* pool,
+                               const PayloadPlacer& place);
+
+  // Reads and checks every chunk of <id>.mxpc (indexed or not) and returns
+  // what it holds, without changing anything: nothing is deleted, indexed
+  // or marked used (tools: `matricxon cache ls`). Errors: those of a check
+  // (Corruption, NotSupported, NotFound, IOError).
+  Result<SavedEntryInfo> Inspect(const std::string& id, ThreadPool* pool = nullptr) const;
 
   // Deletes one saved file. NotFound when it neither is indexed nor exists.
   Status Remove(const std::string& id);
@@ -177,8 +206,14 @@ class DiskStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  enum class Problem { kNone, kDamaged, kOtherKey, kUnsupported, kMissing, kIo };
+  // kRefused: the caller's placer declined the file (it is kept).
+  enum class Problem { kNone, kDamaged, kOtherKey, kUnsupported, kMissing, kIo, kRefused };
   struct Opened;
+  // Plaintext destinations for ReadVerified: given the plaintext size, the
+  // buffers that receive it in order and cover it exactly; the first holds
+  // at least the whole metadata record.
+  using PlaintextPlacer =
+      std::function<Result<std::vector<std::span<uint8_t>>>(uint64_t plaintext_bytes)>;
   struct Entry {
     SavedEntryInfo info;
     std::vector<int32_t> tokens;
@@ -187,12 +222,16 @@ class DiskStore {
   DiskStore(Env* env, std::string dir, const KeyStore& key, const DiskStoreOptions& options);
   std::string PathOf(std::string_view name) const;
   // Reads <id>.mxpc and checks every chunk; on failure sets *problem.
-  // keep_payload: return the whole plaintext (Load); otherwise only the
-  // metadata is kept and memory stays at a few chunks (StartupCheck).
-  Result<Opened> ReadVerified(const std::string& id, ThreadPool* pool, bool keep_payload,
+  // place: the plaintext is read and opened in place into its buffers
+  // (Load); null: only the metadata is kept and memory stays at a few
+  // chunks (StartupCheck).
+  Result<Opened> ReadVerified(const std::string& id, ThreadPool* pool, const PlaintextPlacer* place,
                               Problem* problem) const;
+  Result<LoadedEntry> LoadWith(const std::string& id, const ModelBinding& model, ThreadPool* pool,
+                               const PlaintextPlacer& place);
   Status WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
-                     std::string_view payload, ThreadPool* pool, uint64_t* file_bytes);
+                     std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
+                     ThreadPool* pool, uint64_t* file_bytes);
 
   Env* const env_;
   const std::string dir_;

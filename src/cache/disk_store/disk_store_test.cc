@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -62,6 +63,97 @@ TEST_F(DiskStoreTest, ParallelSaveAndLoadRoundTrip) {
   auto again = store_->Load(info->id, kModelA);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->payload(), payload);
+}
+
+// Splits `n` bytes into buffers of odd sizes (one of them empty).
+std::vector<std::vector<uint8_t>> OddBuffers(size_t n) {
+  std::vector<std::vector<uint8_t>> out;
+  const size_t sizes[] = {1, 0, 255, 257, 1000, 3};
+  for (size_t i = 0; n > 0; ++i) {
+    const size_t len = std::min(n, sizes[i % std::size(sizes)]);
+    out.emplace_back(len, 0xee);
+    n -= len;
+  }
+  out.emplace_back(0, 0);
+  return out;
+}
+
+TEST_F(DiskStoreTest, LoadIntoPutsThePayloadInTheCallersBuffers) {
+  ThreadPool pool(3);
+  auto tokens = Tokens(9, 130);
+  auto payload = Payload(7001, 3);  // metadata and payload share chunk 2
+  SavedEntryInfo info = SaveOk(tokens, payload);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    auto buffers = OddBuffers(payload.size());
+    uint64_t asked = 0;
+    auto place = [&](const SavedEntryInfo& entry, uint64_t bytes) -> Result<std::vector<std::span<uint8_t>>> {
+      EXPECT_EQ(entry.id, info.id);
+      asked = bytes;
+      std::vector<std::span<uint8_t>> spans;
+      for (auto& b : buffers) spans.emplace_back(b.data(), b.size());
+      return spans;
+    };
+    auto loaded = store_->LoadInto(info.id, kModelA, p, place);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(asked, payload.size());
+    EXPECT_EQ(loaded->tokens, tokens);
+    EXPECT_EQ(loaded->plaintext, nullptr);
+    std::string joined;
+    for (const auto& b : buffers) joined.append(b.begin(), b.end());
+    EXPECT_TRUE(joined == payload);
+  }
+}
+
+TEST_F(DiskStoreTest, SaveFromSeveralBuffersEqualsOneBuffer) {
+  ThreadPool pool(2);
+  auto payload = Payload(3000, 4);
+  auto buffers = OddBuffers(payload.size());
+  size_t at = 0;
+  std::vector<std::span<const uint8_t>> parts;
+  for (auto& b : buffers) {
+    if (!b.empty()) std::memcpy(b.data(), payload.data() + at, b.size());
+    at += b.size();
+    parts.emplace_back(b.data(), b.size());
+  }
+  SaveMeta meta;
+  meta.model = kModelA;
+  auto info = store_->Save(meta, Tokens(1, 40), parts, &pool);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->payload_bytes, payload.size());
+  auto loaded = store_->Load(info->id, kModelA);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->payload(), payload);
+}
+
+TEST_F(DiskStoreTest, LoadIntoFlippedByteIsCorruptionAndDeletesTheFile) {
+  SavedEntryInfo info = SaveOk(Tokens(1, 10), Payload(2000, 6));
+  FlipByte(PathOf(info.id), info.file_bytes - 300);
+  std::vector<uint8_t> buf(2000);
+  auto place = [&](const SavedEntryInfo&, uint64_t) -> Result<std::vector<std::span<uint8_t>>> {
+    return std::vector<std::span<uint8_t>>{{buf.data(), buf.size()}};
+  };
+  auto loaded = store_->LoadInto(info.id, kModelA, nullptr, place);
+  EXPECT_EQ(loaded.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(loaded.status().message().find("AEAD tag mismatch"), std::string::npos) << loaded.status().ToString();
+  EXPECT_FALSE(fs::exists(PathOf(info.id)));
+  EXPECT_TRUE(store_->List().empty());
+}
+
+TEST_F(DiskStoreTest, LoadIntoRefusedByThePlacerKeepsTheFile) {
+  SavedEntryInfo info = SaveOk(Tokens(1, 10), Payload(500, 2));
+  auto refuse = [](const SavedEntryInfo&, uint64_t) -> Result<std::vector<std::span<uint8_t>>> {
+    return Status::InvalidArgument("too long for this context");
+  };
+  EXPECT_EQ(store_->LoadInto(info.id, kModelA, nullptr, refuse).status().code(), Status::Code::kInvalidArgument);
+  std::vector<uint8_t> small(10);
+  auto wrong = [&](const SavedEntryInfo&, uint64_t) -> Result<std::vector<std::span<uint8_t>>> {
+    return std::vector<std::span<uint8_t>>{{small.data(), small.size()}};
+  };
+  EXPECT_EQ(store_->LoadInto(info.id, kModelA, nullptr, wrong).status().code(), Status::Code::kInternal);
+  EXPECT_TRUE(fs::exists(PathOf(info.id)));
+  EXPECT_EQ(store_->List().size(), 1u);
+  EXPECT_EQ(store_->LoadInto("00112233445566778899aabbccddeeff", kModelA, nullptr, refuse).status().code(),
+            Status::Code::kNotFound);
 }
 
 TEST_F(DiskStoreTest, EmptyPayloadAndNoTokensRoundTrip) {
