@@ -133,6 +133,28 @@ TEST(LargeBufferTest, FreedHugeBlocksAreReusedForAboutTheirSize) {
   LargeBuffer::ReleaseSpares();
 }
 
+TEST(LargeBufferTest, LazyBlocksAreAddressSpaceUntilWritten) {
+  // 64 GiB of address space: more than this machine's memory, so it can only
+  // work if pages are backed as they are written.
+  const size_t bytes = size_t{64} << 30;
+  LargeBuffer lazy = LargeBuffer::Lazy(bytes);
+  ASSERT_NE(lazy.data(), nullptr);
+  EXPECT_TRUE(lazy.lazy());
+  EXPECT_EQ(lazy.size(), bytes);
+  lazy.Populate(bytes / 2, 1 << 20);
+  lazy.data()[0] = 1;
+  lazy.data()[bytes / 2 + 12345] = 2;
+  lazy.data()[bytes - 1] = 3;
+  EXPECT_EQ(lazy.data()[bytes / 2 + 12345], 2);
+  LargeBuffer moved(std::move(lazy));
+  EXPECT_TRUE(moved.lazy());
+  EXPECT_EQ(moved.data()[bytes - 1], 3);
+  EXPECT_FALSE(lazy.lazy());  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  moved = LargeBuffer(100);  // the mapping is released; a plain block takes its place
+  EXPECT_FALSE(moved.lazy());
+  EXPECT_TRUE(LargeBuffer::Lazy(0).data() == nullptr);
+}
+
 TEST(EnvTest, AtomicWriteThenRead) {
   Env* env = Env::Default();
   std::string dir = ::testing::TempDir() + "/mx_env_test";

@@ -1,7 +1,9 @@
 #include "core/large_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -90,23 +92,56 @@ LargeBuffer::LargeBuffer(size_t bytes) : size_(bytes) {
   data_ = static_cast<uint8_t*>(p);
 }
 
+LargeBuffer LargeBuffer::Lazy(size_t bytes) {
+  LargeBuffer b;
+  if (bytes == 0) return b;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (p == MAP_FAILED) return b;
+  // Normal pages: a state's layers each fill their own region, and a huge
+  // page at the end of every region would cost up to 2 MiB per region.
+  ::madvise(p, bytes, MADV_NOHUGEPAGE);
+  b.data_ = static_cast<uint8_t*>(p);
+  b.size_ = bytes;
+  b.allocated_ = bytes;
+  b.lazy_ = true;
+  return b;
+}
+
+void LargeBuffer::Populate(size_t offset, size_t n) const {
+#ifdef MADV_POPULATE_WRITE
+  if (!lazy_ || n == 0 || offset >= size_) return;
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end = std::min(size_, offset + n);
+  ::madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // advice: errors only mean later faults
+#else
+  (void)offset;
+  (void)n;
+#endif
+}
+
 LargeBuffer::~LargeBuffer() { Release(); }
 
 void LargeBuffer::ReleaseSpares() { Spares().Give(nullptr, 0, 0); }
 
 void LargeBuffer::Release() {
-  if (data_ != nullptr && size_ >= kHugeMinBytes) {
+  if (lazy_) {
+    if (data_ != nullptr) ::munmap(data_, allocated_);
+  } else if (data_ != nullptr && size_ >= kHugeMinBytes) {
     Spares().Give(data_, allocated_);
   } else {
     std::free(data_);
   }
   data_ = nullptr;
+  lazy_ = false;
 }
 
 LargeBuffer::LargeBuffer(LargeBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      allocated_(std::exchange(other.allocated_, 0)) {}
+      allocated_(std::exchange(other.allocated_, 0)),
+      lazy_(std::exchange(other.lazy_, false)) {}
 
 LargeBuffer& LargeBuffer::operator=(LargeBuffer&& other) noexcept {
   if (this != &other) {
@@ -114,6 +149,7 @@ LargeBuffer& LargeBuffer::operator=(LargeBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     allocated_ = std::exchange(other.allocated_, 0);
+    lazy_ = std::exchange(other.lazy_, false);
   }
   return *this;
 }

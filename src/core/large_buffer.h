@@ -33,6 +33,18 @@ class LargeBuffer {
   LargeBuffer(const LargeBuffer&) = delete;
   LargeBuffer& operator=(const LargeBuffer&) = delete;
 
+  // `bytes` of address space whose pages are backed only once written (an
+  // anonymous mapping with MAP_NORESERVE, normal pages, never kept as a
+  // spare): room for a state to grow to the whole context without ever
+  // moving, costing memory only for what it holds. An empty buffer when the
+  // address space cannot be had (strict overcommit).
+  static LargeBuffer Lazy(size_t bytes);
+  // Backs [offset, offset + n) with writable pages now, in one call
+  // (MADV_POPULATE_WRITE) instead of a fault per page; a no-op where the
+  // kernel lacks it or for a buffer that is not lazy.
+  void Populate(size_t offset, size_t n) const;
+  bool lazy() const { return lazy_; }
+
   // Frees every kept block (memory pressure, tests, benchmarks).
   static void ReleaseSpares();
 
@@ -47,6 +59,7 @@ class LargeBuffer {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t allocated_ = 0;
+  bool lazy_ = false;
 };
 
 }  // namespace mx

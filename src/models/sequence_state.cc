@@ -154,7 +154,8 @@ float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
 
 size_t SequenceState::CapacityBytes() const {
   size_t n = recurrent_.capacity() * sizeof(float);
-  n += kv_.allocated();
+  // A lazy block holds memory only for the rows written so far.
+  n += kv_.lazy() ? static_cast<size_t>(populated_) * layout_->kv_bytes_per_token() : kv_.allocated();
   return n;
 }
 
@@ -164,17 +165,47 @@ Status SequenceState::Reserve(int64_t n) {
                                      " positions, context holds " +
                                      std::to_string(layout_->n_ctx));
   }
-  if (n <= capacity_) return Status::Ok();
-  int64_t cap = std::max(n, capacity_ + capacity_ / 2);
-  cap = (cap + kGrowTokens - 1) / kGrowTokens * kGrowTokens;
-  cap = std::min(cap, layout_->n_ctx);
+  if (n <= capacity_) {
+    if (kv_.lazy() && n > populated_) {
+      PopulateRows(kv_, capacity_, populated_, n);
+      populated_ = n;
+    }
+    return Status::Ok();
+  }
+  // Grow once, to room for the whole context in address space that is backed
+  // only where rows are written: no state ever moves again, whatever its
+  // chat grows to (a move copies every row). Only where that address space
+  // is refused, grow by half in real memory.
+  int64_t cap = layout_->n_ctx;
+  LargeBuffer next = LargeBuffer::Lazy(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+  if (next.data() == nullptr) {
+    cap = std::max(n, capacity_ + capacity_ / 2);
+    cap = (cap + kGrowTokens - 1) / kGrowTokens * kGrowTokens;
+    cap = std::min(cap, layout_->n_ctx);
+    next = LargeBuffer(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+  }
   // Every row of the old capacity moves (a forward pass may have written
   // rows it has not committed yet).
-  LargeBuffer next(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+  const int64_t backed = std::max(capacity_, n);
+  PopulateRows(next, cap, 0, backed);
   CopyRows(capacity_, next, cap);
   kv_ = std::move(next);
   capacity_ = cap;
+  populated_ = kv_.lazy() ? backed : 0;
   return Status::Ok();
+}
+
+void SequenceState::PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from,
+                                 int64_t to) const {
+  if (!buf.lazy() || to <= from) return;
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    const size_t k = static_cast<size_t>(capacity) * layer_offset_[i];
+    const size_t v = k + static_cast<size_t>(capacity) * row_bytes_[i];
+    const size_t off = static_cast<size_t>(from) * row_bytes_[i];
+    const size_t len = static_cast<size_t>(to - from) * row_bytes_[i];
+    buf.Populate(k + off, len);
+    buf.Populate(v + off, len);
+  }
 }
 
 void SequenceState::CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const {
@@ -223,10 +254,18 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
                                    ": it cannot be copied as a prefix of that length");
   }
   auto out = std::make_unique<SequenceState>(layout_);
-  // Exact-size allocation: a copy is sized for what it holds, and grows later.
-  out->kv_ = LargeBuffer(static_cast<size_t>(n) * layout_->kv_bytes_per_token());
-  CopyRows(n, out->kv_, n);
-  out->capacity_ = n;
+  // A copy continues its chat at once: give it room for the whole context
+  // (backed only where written, see Reserve) so its next turn never moves it;
+  // exact size where that address space is refused.
+  out->kv_ = LargeBuffer::Lazy(static_cast<size_t>(layout_->n_ctx) * layout_->kv_bytes_per_token());
+  out->capacity_ = layout_->n_ctx;
+  if (out->kv_.data() == nullptr) {
+    out->kv_ = LargeBuffer(static_cast<size_t>(n) * layout_->kv_bytes_per_token());
+    out->capacity_ = n;
+  }
+  out->PopulateRows(out->kv_, out->capacity_, 0, n);
+  out->populated_ = out->kv_.lazy() ? n : 0;
+  CopyRows(n, out->kv_, out->capacity_);
   out->n_tokens_ = n;
   if (has_recurrent() && n != 0) {
     if (n == n_tokens_) {
@@ -358,7 +397,11 @@ Result<StateLoader> StateLoader::Prepare(std::shared_ptr<const StateLayout> layo
   loader.n_tokens_ = n_tokens;
   loader.state_ = std::make_unique<SequenceState>(layout);
   SequenceState& st = *loader.state_;
-  MX_RETURN_IF_ERROR(st.Reserve(n_tokens));
+  // An exact-size block (huge pages when large): a restore writes every row
+  // at once, and fresh huge pages fault in far faster than normal ones. The
+  // chat's next turn moves it into lazy room for the whole context (Reserve).
+  st.kv_ = LargeBuffer(static_cast<size_t>(n_tokens) * layout->kv_bytes_per_token());
+  st.capacity_ = n_tokens;
   loader.header_.resize(kHeaderBytes);
   loader.snapshots_.resize(bytes - body);
   loader.buffers_.emplace_back(loader.header_.data(), kHeaderBytes);

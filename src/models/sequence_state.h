@@ -195,11 +195,17 @@ class SequenceState {
   }
   // Copies rows [0, n_rows) of every layer into `to`, laid out for `to_capacity`.
   void CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const;
+  // Backs rows [from, to) of every layer of a lazy `buf` laid out for `capacity`.
+  void PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from, int64_t to) const;
 
-  // All KV rows in one block (huge pages when large, so that a new or
-  // restored state faults in fast): [attn layer][K: capacity rows, then V:
-  // capacity rows]. Never zeroed: rows are written before they are read.
+  // All KV rows in one block: [attn layer][K: capacity rows, then V:
+  // capacity rows]. A restored state gets an exact-size block (huge pages
+  // when large, so that it faults in fast); a state that grows, and a copy
+  // of a shared start, get the whole context's rows as lazily backed address
+  // space (LargeBuffer::Lazy), so they never move again. Never zeroed: rows
+  // are written before they are read.
   LargeBuffer kv_;
+  int64_t populated_ = 0;  // rows of a lazy kv_ backed so far (see Reserve)
   std::vector<size_t> row_bytes_;     // [attn layer] bytes of one K (or V) row
   std::vector<size_t> layer_offset_;  // [attn layer] sum of 2 * row bytes of the layers before
   std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]

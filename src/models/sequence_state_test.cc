@@ -121,6 +121,30 @@ TEST_P(StateTest, ClonedPrefixContinuesExactly) {
   EXPECT_EQ(full->n_tokens(), 120);
 }
 
+TEST_P(StateTest, AStateMovesAtMostOnceWhateverItGrowsTo) {
+  // A chat's state grows every turn; moving it copies every row, so it gets
+  // room for the whole context the first time it grows (lazily backed).
+  if (runner_->layout()->kv_dims.empty()) GTEST_SKIP() << "no KV rows";
+  auto tokens = RandomTokens(300, 5);
+  auto seq = runner_->NewSequence();
+  Read(seq.get(), tokens, 0, 10, 10);
+  const uint8_t* k0 = seq->k_data(0);
+  Read(seq.get(), tokens, 10, tokens.size(), 64);
+  EXPECT_EQ(seq->k_data(0), k0);
+  // Memory follows the rows written, not the context.
+  EXPECT_LT(seq->CapacityBytes(), 2 * runner_->layout()->n_ctx * runner_->layout()->kv_bytes_per_token() / 3);
+  if (seq->has_recurrent()) return;
+  // A copy of a shared start continues in place too.
+  auto copy = seq->ClonePrefix(200);
+  ASSERT_TRUE(copy.ok());
+  const uint8_t* c0 = (*copy)->k_data(0);
+  std::vector<float> a = Read(copy->get(), tokens, 200, tokens.size(), 30);
+  EXPECT_EQ((*copy)->k_data(0), c0);
+  ASSERT_TRUE(seq->Truncate(200).ok());
+  std::vector<float> b = Read(seq.get(), tokens, 200, tokens.size(), 100);
+  EXPECT_TRUE(BitEqual(a, b));
+}
+
 TEST_P(StateTest, TruncateThenRereadIsExact) {
   auto tokens = RandomTokens(100, 5);
   auto seq = runner_->NewSequence();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/large_buffer.h"
 #include "core/logging.h"
 
 namespace mx::server {
@@ -115,6 +116,9 @@ void ModelManager::DropAndWait(std::shared_ptr<ServedModel> served) {
   const std::string name = served->name;
   served.reset();
   while (!weak.expired()) env_->SleepMicros(10000);
+  // Freed KV blocks are kept for states of about their size; the model's
+  // states are gone, so give their memory back.
+  LargeBuffer::ReleaseSpares();
   MX_LOG(kInfo) << "unloaded model " << name;
 }
 
