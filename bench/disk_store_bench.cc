@@ -21,6 +21,12 @@
 //                        fsync, rename, fsync the folder
 //   SaveViaCopy/T        the former save: Serialize() copy, then seal it
 //   AesGcmSeal/Open      one 4 MiB chunk on one core
+//   StartupWithSavedCaches/N  a server start with N saved states (N = 44:
+//                        ~4.2 GB, written once into their own folder): the
+//                        time is SavedCacheStore::Open, what the start
+//                        waits for; the check of every file runs in the
+//                        background and its duration is the check_ms
+//                        counter (MX_BENCH_STARTUP_FILES overrides N)
 //
 // T is 1 and every hardware thread. After the runs the binary prints the
 // ratios of the same run (restore / ceiling, and restore vs re-reading when
@@ -36,6 +42,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -345,6 +352,69 @@ void BM_SaveState(benchmark::State& state) {
   std::filesystem::remove_all(BenchDir());
 }
 
+// A folder holding `n` saved states (distinct token lists), written once and
+// kept between runs.
+std::string StartupDir(int n) {
+  const std::string dir = BenchDir() + "-startup";
+  engine::SavedCacheOptions o;
+  o.dir = dir;
+  o.budget_bytes = uint64_t{1} << 40;
+  o.check_in_background = false;
+  auto store = engine::SavedCacheStore::Open(Env::Default(), o);
+  if (!store.ok() || !(*store)->enabled()) return "";
+  ThreadPool& pool = Pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  for (int i = static_cast<int>((*store)->Usage().files); i < n; ++i) {
+    auto copy = SmolState().ClonePrefix(kTokens);
+    if (!copy.ok()) return "";
+    std::vector<int32_t> tokens = Tokens();
+    tokens[0] = 1000 + i;
+    (*store)->Enqueue({Binding(), tokens, std::move(copy).value()});
+    bool written = false;
+    (*store)->WriteOne(Binding(), &pool, &written);
+    if (!written) return "";
+  }
+  return dir;
+}
+
+void BM_StartupWithSavedCaches(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const std::string dir = StartupDir(n);
+  if (dir.empty()) {
+    state.SkipWithError("cannot write the saved caches");
+    return;
+  }
+  double check_ms = 0;
+  size_t files = 0;
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    engine::SavedCacheOptions o;
+    o.dir = dir;
+    o.budget_bytes = uint64_t{1} << 40;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto store = engine::SavedCacheStore::Open(Env::Default(), o);
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    if (!store.ok()) {
+      state.SkipWithError("open failed");
+      break;
+    }
+    store->reset();  // waits for the background check
+    check_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    auto again = engine::SavedCacheStore::Open(Env::Default(), [&] {
+      engine::SavedCacheOptions c = o;
+      c.check_in_background = false;
+      return c;
+    }());
+    if (again.ok()) {
+      files = (*again)->Usage().files;
+      bytes = (*again)->Usage().used_bytes;
+    }
+  }
+  state.counters["check_ms"] = check_ms;
+  state.counters["files"] = static_cast<double>(files);
+  state.counters["GB"] = static_cast<double>(bytes) / 1e9;
+}
+
 // The former save, for comparison: Serialize() the state into one string,
 // then seal that copy, write, fsync, publish.
 void BM_SaveViaCopy(benchmark::State& state) {
@@ -486,6 +556,12 @@ int main(int argc, char** argv) {
     for (int t : threads) restore->Args({t, cold});
   }
   restore->Unit(benchmark::kMillisecond)->UseRealTime();
+  const char* startup_files = std::getenv("MX_BENCH_STARTUP_FILES");
+  benchmark::RegisterBenchmark("StartupWithSavedCaches", &BM_StartupWithSavedCaches)
+      ->Arg(startup_files != nullptr ? std::atoi(startup_files) : 44)
+      ->Iterations(3)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("AesGcmSeal", &BM_AesGcmSeal)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("AesGcmOpen", &BM_AesGcmOpen)->Unit(benchmark::kMillisecond);
   mx::SetLogLevel(mx::LogLevel::kWarn);
