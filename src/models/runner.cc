@@ -29,7 +29,9 @@ Runner::Runner(const Model& model, const RunnerOptions& options,
 }
 
 std::unique_ptr<SequenceState> Runner::NewSequence() const {
-  return std::make_unique<SequenceState>(layout_);
+  auto seq = std::make_unique<SequenceState>(layout_);
+  seq->set_copy_pool(&pool_);
+  return seq;
 }
 
 Status Runner::Prepare(std::span<const BatchEntry> batch) {

@@ -73,7 +73,7 @@ class Runner {
 
   const Model& model_;
   std::shared_ptr<const StateLayout> layout_;
-  ThreadPool pool_;
+  mutable ThreadPool pool_;  // also lends threads to its states' copies (SequenceState::set_copy_pool)
 
   // Scratch, resized per batch.
   std::vector<Planned> plan_;

@@ -198,24 +198,39 @@ Status SequenceState::Reserve(int64_t n) {
 void SequenceState::PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from,
                                  int64_t to) const {
   if (!buf.lazy() || to <= from) return;
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
-    const size_t k = static_cast<size_t>(capacity) * layer_offset_[i];
-    const size_t v = k + static_cast<size_t>(capacity) * row_bytes_[i];
-    const size_t off = static_cast<size_t>(from) * row_bytes_[i];
-    const size_t len = static_cast<size_t>(to - from) * row_bytes_[i];
-    buf.Populate(k + off, len);
-    buf.Populate(v + off, len);
+  const auto n = static_cast<int64_t>(row_bytes_.size()) * 2;
+  ForEachPiece(n, static_cast<size_t>(to - from) * layout_->kv_bytes_per_token(), [&](int64_t piece) {
+    const size_t i = static_cast<size_t>(piece / 2);
+    size_t at = static_cast<size_t>(capacity) * layer_offset_[i];
+    if (piece % 2 == 1) at += static_cast<size_t>(capacity) * row_bytes_[i];
+    buf.Populate(at + static_cast<size_t>(from) * row_bytes_[i],
+                 static_cast<size_t>(to - from) * row_bytes_[i]);
+  });
+}
+
+void SequenceState::ForEachPiece(int64_t n, size_t bytes, const std::function<void(int64_t)>& fn) const {
+  constexpr size_t kParallelBytes = size_t{4} << 20;
+  if (pool_ != nullptr && pool_->n_threads() > 1 && bytes >= kParallelBytes) {
+    pool_->ParallelFor(n, [&](int64_t i, int) { fn(i); });
+  } else {
+    for (int64_t i = 0; i < n; ++i) fn(i);
   }
 }
 
 void SequenceState::CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const {
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+  // One piece per (layer, K or V).
+  const auto n = static_cast<int64_t>(row_bytes_.size()) * 2;
+  ForEachPiece(n, static_cast<size_t>(n_rows) * layout_->kv_bytes_per_token(), [&](int64_t piece) {
+    const size_t i = static_cast<size_t>(piece / 2);
     const size_t bytes = static_cast<size_t>(n_rows) * row_bytes_[i];
-    if (bytes == 0) continue;
+    if (bytes == 0) return;
     uint8_t* k_to = to.data() + static_cast<size_t>(to_capacity) * layer_offset_[i];
-    std::memcpy(k_to, k_base(i), bytes);
-    std::memcpy(k_to + static_cast<size_t>(to_capacity) * row_bytes_[i], v_base(i), bytes);
-  }
+    if (piece % 2 == 0) {
+      std::memcpy(k_to, k_base(i), bytes);
+    } else {
+      std::memcpy(k_to + static_cast<size_t>(to_capacity) * row_bytes_[i], v_base(i), bytes);
+    }
+  });
 }
 
 Status SequenceState::Truncate(int64_t n) {
@@ -254,6 +269,7 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
                                    ": it cannot be copied as a prefix of that length");
   }
   auto out = std::make_unique<SequenceState>(layout_);
+  out->pool_ = pool_;
   // A copy continues its chat at once: give it room for the whole context
   // (backed only where written, see Reserve) so its next turn never moves it;
   // exact size where that address space is refused.

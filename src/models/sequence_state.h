@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/large_buffer.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "models/model_config.h"
 
@@ -121,6 +123,11 @@ class SequenceState {
   size_t SizeBytes() const;
   // Bytes allocated (>= SizeBytes()).
   size_t CapacityBytes() const;
+  // Threads for this state's big memory work (a copy of its rows, backing
+  // the pages of a growth) and for its copies'. REQUIRES: the pool is idle
+  // whenever this state is copied or grown — true for the runner's pool,
+  // which only the model's compute loop uses, between forward passes.
+  void set_copy_pool(ThreadPool* pool) { pool_ = pool; }
 
   // Makes room for n tokens in total. ResourceExhausted when n > n_ctx.
   Status Reserve(int64_t n);
@@ -195,6 +202,9 @@ class SequenceState {
   }
   // Copies rows [0, n_rows) of every layer into `to`, laid out for `to_capacity`.
   void CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const;
+  // Runs fn(i) for i in [0, n): on pool_ when the work (`bytes`) is large
+  // enough to be worth it, else on this thread.
+  void ForEachPiece(int64_t n, size_t bytes, const std::function<void(int64_t)>& fn) const;
   // Backs rows [from, to) of every layer of a lazy `buf` laid out for `capacity`.
   void PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from, int64_t to) const;
 
@@ -208,6 +218,7 @@ class SequenceState {
   int64_t populated_ = 0;  // rows of a lazy kv_ backed so far (see Reserve)
   std::vector<size_t> row_bytes_;     // [attn layer] bytes of one K (or V) row
   std::vector<size_t> layer_offset_;  // [attn layer] sum of 2 * row bytes of the layers before
+  ThreadPool* pool_ = nullptr;  // see set_copy_pool
   std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]
   std::vector<RecurrentSnapshot> snapshots_;  // sorted by n_tokens
 };
