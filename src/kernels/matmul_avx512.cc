@@ -266,11 +266,16 @@ struct BlockQ8_0 {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(q), h.d);
   }
 };
-// Q6_K: vector v = 8 n + 2 k + half holds values 128 n + 32 k + 16 half + i,
-// which share scale v; x = (d * sc_v) * (q - 32).
+// Q6_K: value 128 n + 32 k + 16 half + i (vector v = 8 n + 2 k + half, which
+// shares scale v) has its low 4 bits in nibble k / 2 of ql byte
+// 64 n + 32 (k % 2) + 16 half + i and its high 2 bits at bit 2 k of qh byte
+// 32 n + 16 half + i; x = (d * sc_v) * (q - 32). Prepare unpacks the whole
+// block's q - 32 as bytes with 512-bit operations (a few per 64 values), so
+// a vector costs a widening load, a conversion and the scale.
 struct BlockQ6K {
   static constexpr int kValues = 256, kBytes = 210, kVecs = 16;
   struct Head {
+    alignas(64) int8_t q[256];  // q - 32 of every value, in value order
     float ds[16];
   };
   static Head Prepare(const uint8_t* b) {
@@ -278,16 +283,26 @@ struct BlockQ6K {
     const float d = HalfAt(b + 208);
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     for (int i = 0; i < 16; ++i) h.ds[i] = d * static_cast<float>(sc[i]);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+    const __m512i bias = _mm512_set1_epi8(32);
+    // Bytes 0-31 of a 64-byte ql run take qh bits (0, 1) / (4, 5), bytes 32-63
+    // bits (2, 3) / (6, 7) of the same 32 qh bytes: per-word shift counts.
+    const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i shift_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    for (int n = 0; n < 2; ++n) {
+      const __m512i ql = _mm512_loadu_si512(b + 64 * n);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * n)));
+      const __m512i hi_lo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_lo), low2), 4);
+      const __m512i hi_hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), low2), 4);
+      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(ql, low4), hi_lo);
+      const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), hi_hi);
+      _mm512_store_si512(h.q + 128 * n, _mm512_sub_epi8(q_lo, bias));
+      _mm512_store_si512(h.q + 128 * n + 64, _mm512_sub_epi8(q_hi, bias));
+    }
     return h;
   }
-  static __m512 Vec(const uint8_t* b, const Head& h, int v) {
-    const int n = v >> 3, k = (v >> 1) & 3, half = v & 1;
-    const __m128i ql = Load16(b + 64 * n + 32 * (k & 1) + 16 * half);
-    const __m128i lo = k < 2 ? LowNibbles(ql) : HighNibbles(ql);
-    const __m128i qh = Load16(b + 128 + 32 * n + 16 * half);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qh, 2 * k), _mm_set1_epi8(3));
-    const __m128i q = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
-    const __m512i qi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(32));
+  static __m512 Vec(const uint8_t*, const Head& h, int v) {
+    const __m512i qi = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(h.q + 16 * v)));
     return _mm512_mul_ps(_mm512_set1_ps(h.ds[v]), _mm512_cvtepi32_ps(qi));
   }
 };
