@@ -141,19 +141,15 @@ TEST(SpmTokenizerTest, MissingByteTokensFallBackToUnk) {
   EXPECT_EQ(tok->Encode("a\xC3\xA9", false, false), (std::vector<int32_t>{3, 4, 0, 0}));
 }
 
-TEST(SpmTokenizerTest, EncodesMoreThanOneMegabytePerSecond) {
+TEST(SpmTokenizerTest, MegabytesOfTextEncodeAndDecodeBack) {
   SpmFixture f;
   auto tok = f.Build();
   ASSERT_NE(tok, nullptr);
   std::string text;
   while (text.size() < (2u << 20)) text += "hello world, the quick brown fox\n";
-  const uint64_t start = Env::Default()->NowMicros();
-  const auto ids = tok->Encode(text, true, true);
-  const double seconds = (Env::Default()->NowMicros() - start) / 1e6;
-  const double mb_per_s = text.size() / 1e6 / seconds;
-  std::printf("[speed] spm(tiny)  %.1f MB in %.3f s: %.1f MB/s, %zu tokens\n", text.size() / 1e6,
-              seconds, mb_per_s, ids.size());
-  EXPECT_GT(mb_per_s, 1.0);
+  const auto ids = tok->Encode(text, /*add_special=*/false, /*parse_special=*/false);
+  ASSERT_GT(ids.size(), text.size() / 16);
+  EXPECT_TRUE(tok->Decode(ids) == " " + text);  // the SPM space prefix comes back too
 }
 
 }  // namespace

@@ -444,9 +444,11 @@ TEST(TokenizerCreateTest, ToleratesWhatLlamaCppTolerates) {
   EXPECT_EQ(tok->Decode(tok->Encode("x+=1000 y", false, false)), "x+=1000 y");
 }
 
-// --- speed --------------------------------------------------------------------
+// --- long inputs --------------------------------------------------------------
 
-TEST(TokenizerSpeedTest, EncodesMoreThanOneMegabytePerSecond) {
+TEST(TokenizerRoundTripTest, MegabytesOfTextEncodeAndDecodeBack) {
+  // Long inputs (a pasted document): every byte comes back. Speed is
+  // measured in bench/tokenizer_bench, not here.
   const json prompts = LoadRefJson("prompts.json");
   std::string corpus;
   for (const json& p : prompts) {
@@ -454,18 +456,10 @@ TEST(TokenizerSpeedTest, EncodesMoreThanOneMegabytePerSecond) {
   }
   std::string text;
   while (text.size() < (2u << 20)) text += corpus;
-  struct Case {
-    const char* name;
-    const Tokenizer* tok;
-  } cases[] = {{"llama-bpe", &LlamaBpe()}, {"qwen2", &Qwen2()}};
-  for (const Case& c : cases) {
-    const uint64_t start = Env::Default()->NowMicros();
-    const auto ids = c.tok->Encode(text, true, true);
-    const double seconds = (Env::Default()->NowMicros() - start) / 1e6;
-    const double mb_per_s = text.size() / 1e6 / seconds;
-    std::printf("[speed] %-10s %.1f MB in %.3f s: %.1f MB/s, %zu tokens\n", c.name,
-                text.size() / 1e6, seconds, mb_per_s, ids.size());
-    EXPECT_GT(mb_per_s, 1.0) << c.name;
+  for (const Tokenizer* tok : {&LlamaBpe(), &Qwen2()}) {
+    const auto ids = tok->Encode(text, /*add_special=*/false, /*parse_special=*/false);
+    ASSERT_GT(ids.size(), text.size() / 16);
+    EXPECT_TRUE(tok->Decode(ids) == text);
   }
 }
 
