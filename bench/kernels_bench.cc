@@ -204,7 +204,12 @@ __attribute__((target("avx512f"))) float FmaLoop512(int64_t iters) {
   }
   __m512 s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  // By hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its header.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float sum = 0.0f;
+  for (float l : lanes) sum += l;
+  return sum;
 }
 __attribute__((target("avx2,fma"))) float FmaLoop256(int64_t iters) {
   __m256 acc[12];
