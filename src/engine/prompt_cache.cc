@@ -54,6 +54,8 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
     if (damaged) disk_.store->Remove(id);
     return st;
   }
+  // Its first growth (the chat's next turn) copies it on the model's threads.
+  runner_.Adopt(loaded->state.get());
   return loaded;
 }
 

@@ -51,6 +51,9 @@ class Runner {
 
   // A fresh, empty state for this model.
   std::unique_ptr<SequenceState> NewSequence() const;
+  // Lends this runner's threads to a state made elsewhere (a restored saved
+  // cache) for its copies and growth, as NewSequence's states have them.
+  void Adopt(SequenceState* seq) const { seq->set_copy_pool(&pool_); }
 
   // Runs the batch. `logits` is resized to [n_wanted, n_vocab]. The batch is
   // validated first (tokens in range, states of this model, room in the
