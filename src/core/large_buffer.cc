@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -92,9 +93,15 @@ LargeBuffer::LargeBuffer(size_t bytes) : size_(bytes) {
   data_ = static_cast<uint8_t*>(p);
 }
 
+namespace {
+std::atomic<bool> refuse_lazy{false};
+}  // namespace
+
+void LargeBuffer::RefuseLazyForTesting(bool refuse) { refuse_lazy = refuse; }
+
 LargeBuffer LargeBuffer::Lazy(size_t bytes) {
   LargeBuffer b;
-  if (bytes == 0) return b;
+  if (bytes == 0 || refuse_lazy) return b;
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
   if (p == MAP_FAILED) return b;

@@ -44,6 +44,8 @@ class LargeBuffer {
   // kernel lacks it or for a buffer that is not lazy.
   void Populate(size_t offset, size_t n) const;
   bool lazy() const { return lazy_; }
+  // Tests: make Lazy() fail as under strict overcommit (true) or work again.
+  static void RefuseLazyForTesting(bool refuse);
 
   // Frees every kept block (memory pressure, tests, benchmarks).
   static void ReleaseSpares();

@@ -145,6 +145,30 @@ TEST_P(StateTest, AStateMovesAtMostOnceWhateverItGrowsTo) {
   EXPECT_TRUE(BitEqual(a, b));
 }
 
+TEST_P(StateTest, WithoutLazyAddressSpaceStatesStillGrowAndCopy) {
+  // Strict overcommit refuses the lazy room: states fall back to growing in
+  // real memory and every result stays the same.
+  auto tokens = RandomTokens(300, 6);
+  auto lazy = runner_->NewSequence();
+  std::vector<float> want = Read(lazy.get(), tokens, 0, tokens.size(), 64);
+  LargeBuffer::RefuseLazyForTesting(true);
+  auto plain = runner_->NewSequence();
+  std::vector<float> got = Read(plain.get(), tokens, 0, tokens.size(), 64);
+  const bool copied = !plain->has_recurrent();
+  std::vector<float> again;
+  if (copied) {
+    auto copy = plain->ClonePrefix(150);
+    ASSERT_TRUE(copy.ok());
+    again = Read(copy->get(), tokens, 150, tokens.size(), 40);
+  }
+  LargeBuffer::RefuseLazyForTesting(false);
+  EXPECT_TRUE(BitEqual(want, got));
+  EXPECT_EQ(plain->CapacityBytes() >= plain->SizeBytes(), true);
+  if (copied) {
+    EXPECT_TRUE(BitEqual(again, std::vector<float>(want.begin() + 150 * runner_->n_vocab(), want.end())));
+  }
+}
+
 TEST_P(StateTest, TruncateThenRereadIsExact) {
   auto tokens = RandomTokens(100, 5);
   auto seq = runner_->NewSequence();
