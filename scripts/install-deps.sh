@@ -11,9 +11,11 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Node.js (for the tests that drive the server with the official openai package)
-# may come from another packaging that bundles npm; only install it when absent.
-command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+# Node.js and npm (for the test that drives the server with the official openai
+# package) may come from another packaging that bundles npm (NodeSource): only
+# install what is absent, so Debian's npm never fights a bundled one.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   echo "installing: ${missing[*]}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs openai_client.mjs (the official `openai` npm package) against a real
 # `matricxon serve` on port 0. Usage: run_openai_client.sh <matricxon> <work dir>
-# Installs the package into <work dir>/node_modules when it is missing.
+# Installs the package into <work dir>/node_modules when it is missing (a failed
+# install fails the test; only a machine without node/npm skips it, and
+# scripts/install-deps.sh installs both).
 set -euo pipefail
 BIN="$1"
 WORK="$2"
@@ -12,7 +14,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 if [ ! -d "$WORK/node_modules/openai" ]; then
   (cd "$WORK" && { [ -f package.json ] || echo '{"private":true,"type":"module"}' > package.json; } \
-     && npm install --no-audit --no-fund --silent openai@4) || { echo "npm install failed: skipping"; exit 77; }
+     && npm install --no-audit --no-fund --silent openai@4) || { echo "npm install openai@4 failed"; exit 1; }
 fi
 cp "$HERE/openai_client.mjs" "$WORK/openai_client.mjs"
 TMP="$(mktemp -d)"
