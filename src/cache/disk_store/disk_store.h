@@ -208,7 +208,15 @@ class DiskStore {
  private:
   // kRefused: the caller's placer declined the file (it is kept).
   enum class Problem { kNone, kDamaged, kOtherKey, kUnsupported, kMissing, kIo, kRefused };
-  struct Opened;
+  // A file that passed ReadVerified: its metadata, and where the payload
+  // lies in its plaintext.
+  struct Opened {
+    RecordMeta meta;
+    std::vector<int32_t> tokens;
+    size_t plaintext_bytes = 0;
+    size_t payload_offset = 0;
+    uint64_t file_bytes = 0;
+  };
   // Plaintext destinations for ReadVerified: given the plaintext size, the
   // buffers that receive it in order and cover it exactly; the first holds
   // at least the whole metadata record.
