@@ -160,6 +160,19 @@ std::string SaveOne(engine::SavedCacheStore* store, ThreadPool* pool) {
   return written && m.found ? m.entry.id : "";
 }
 
+// A fresh store holding one saved state for the restore benchmarks; the id
+// is empty (and the benchmark skipped with a reason) when that failed.
+struct OneSaved {
+  std::unique_ptr<engine::SavedCacheStore> store;
+  std::string id;
+};
+OneSaved OpenWithOneSaved(benchmark::State& state, ThreadPool& pool) {
+  OneSaved s{OpenSavedStore(), ""};
+  if (s.store) s.id = SaveOne(s.store.get(), &pool);
+  if (s.id.empty()) state.SkipWithError(s.store ? "save failed" : "cannot open the saved-cache store");
+  return s;
+}
+
 // The AES-GCM limit: all of the state's chunks (sealed, in memory) opened
 // in parallel into one reused buffer per thread.
 class Ceiling {
@@ -223,13 +236,9 @@ void BM_AesGcmOpenCeiling(benchmark::State& state) {
 // runs the ceiling and then a restore back to back, and the counters give
 // the fastest of each (ms) and their ratio.
 void BM_RestoreVsCeiling(benchmark::State& state) {
-  auto store = OpenSavedStore();
   ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
-  const std::string id = store ? SaveOne(store.get(), &pool) : "";
-  if (id.empty()) {
-    state.SkipWithError("cannot save the state");
-    return;
-  }
+  auto [store, id] = OpenWithOneSaved(state, pool);
+  if (id.empty()) return;
   Ceiling ceiling(static_cast<int>(state.range(0)));
   double best_ceiling = 1e30, best_restore = 1e30;
   Env* env = Env::Default();
@@ -257,17 +266,9 @@ void BM_RestoreVsCeiling(benchmark::State& state) {
 
 // The engine's restore: read + decrypt in place + install into a new state.
 void BM_RestoreState(benchmark::State& state) {
-  auto store = OpenSavedStore();
-  if (!store) {
-    state.SkipWithError("cannot open the saved-cache store");
-    return;
-  }
   ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
-  const std::string id = SaveOne(store.get(), &pool);
-  if (id.empty()) {
-    state.SkipWithError("save failed");
-    return;
-  }
+  auto [store, id] = OpenWithOneSaved(state, pool);
+  if (id.empty()) return;
   const double faults0 = MinorFaults();
   const bool cold = state.range(1) != 0;
   for (auto _ : state) {
@@ -293,17 +294,9 @@ void BM_RestoreState(benchmark::State& state) {
 // The former restore: decrypt into one plaintext buffer, then copy into a
 // new state (Deserialize).
 void BM_RestoreViaCopy(benchmark::State& state) {
-  auto store = OpenSavedStore();
-  if (!store) {
-    state.SkipWithError("cannot open the saved-cache store");
-    return;
-  }
   ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
-  const std::string id = SaveOne(store.get(), &pool);
-  if (id.empty()) {
-    state.SkipWithError("save failed");
-    return;
-  }
+  auto [store, id] = OpenWithOneSaved(state, pool);
+  if (id.empty()) return;
   const double faults0 = MinorFaults();
   for (auto _ : state) {
     auto r = store->Load(id, Binding(), &pool);
