@@ -26,6 +26,13 @@ Runner::Runner(const Model& model, const RunnerOptions& options,
                std::shared_ptr<const StateLayout> layout)
     : model_(model), layout_(std::move(layout)), pool_(options.n_threads) {
   att_scratch_.resize(static_cast<size_t>(pool_.n_threads()));
+  // Attention tiles: as many tokens as fill kAttentionRowTile rows of the
+  // widest kv-head group.
+  int max_group = 1;
+  for (const LayerConfig& lc : model_.config().layers) {
+    if (lc.has_attention() && lc.n_kv_head > 0) max_group = std::max(max_group, lc.n_head / lc.n_kv_head);
+  }
+  tile_tokens_ = std::max(1, kernels::kAttentionRowTile / max_group);
 }
 
 std::unique_ptr<SequenceState> Runner::NewSequence() const {
@@ -89,12 +96,6 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
   // many as fill kAttentionRowTile (query, head) rows of one kv head.
   query_tiles_.clear();
   n_pos_.resize(static_cast<size_t>(n));
-  int max_group = 1;
-  for (const LayerConfig& lc : c.layers) {
-    if (lc.has_attention() && lc.n_kv_head > 0)
-      max_group = std::max(max_group, lc.n_head / lc.n_kv_head);
-  }
-  const int64_t tile_tokens = std::max(1, kernels::kAttentionRowTile / max_group);
   int64_t max_pos = 0;
   for (int64_t i = 0; i < n; ++i) {
     const Planned& p = plan_[static_cast<size_t>(i)];
@@ -102,7 +103,7 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
     max_pos = std::max(max_pos, p.pos + 1);
     if (!query_tiles_.empty()) {
       QueryTile& last = query_tiles_.back();
-      if (last.n_q < tile_tokens && plan_[static_cast<size_t>(last.first)].seq == p.seq) {
+      if (last.n_q < tile_tokens_ && plan_[static_cast<size_t>(last.first)].seq == p.seq) {
         ++last.n_q;
         continue;
       }

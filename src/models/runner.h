@@ -96,6 +96,7 @@ class Runner {
     int64_t n_q;    // queries in the tile
   };
   std::vector<QueryTile> query_tiles_;
+  int64_t tile_tokens_ = 1;  // most entries per QueryTile (fixed by the model's head groups)
   std::vector<int64_t> n_pos_;  // [n] positions each entry attends to (pos + 1)
   std::vector<std::vector<float>> att_scratch_;  // [thread][AttentionScratchFloats]
 };

@@ -313,6 +313,73 @@ INSTANTIATE_TEST_SUITE_P(Models, StateTest,
 // a key depends only on its own token and position, so after the shift the
 // layer-0 keys must equal those of a fresh read of the remaining tokens (up to
 // the extra f32 rotation), and the values must be byte-identical.
+// A SmolLM2-sized state (30 layers, 3 KV heads of 64, F16: 23 KB a token)
+// is large enough that copies and growth run on the copy pool's threads;
+// every row must arrive intact, whichever thread moved it.
+TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
+  StateLayout l;
+  l.kv_type = DType::kF16;
+  l.kv_dims.assign(30, 3 * 64);
+  l.n_ctx = 2048;
+  l.head_dim = 64;
+  auto layout = std::make_shared<const StateLayout>(l);
+  ThreadPool pool(2);
+  const int64_t n = 600;  // 13.8 MB of rows
+  auto row_byte = [](size_t layer, int64_t p, size_t i, bool v) {
+    return static_cast<uint8_t>(layer * 31 + static_cast<size_t>(p) * 7 + i * 3 + (v ? 1 : 0));
+  };
+  auto fill = [&](SequenceState& s, int64_t from, int64_t to) {
+    for (size_t layer = 0; layer < l.kv_dims.size(); ++layer) {
+      for (int64_t p = from; p < to; ++p) {
+        for (size_t i = 0; i < layout->kv_row_bytes(layer); ++i) {
+          s.k_row(layer, p)[i] = row_byte(layer, p, i, false);
+          s.v_row(layer, p)[i] = row_byte(layer, p, i, true);
+        }
+      }
+    }
+  };
+  auto check = [&](const SequenceState& s, int64_t rows) {
+    for (size_t layer = 0; layer < l.kv_dims.size(); ++layer) {
+      const size_t rb = layout->kv_row_bytes(layer);
+      for (int64_t p = 0; p < rows; ++p) {
+        for (size_t i = 0; i < rb; ++i) {
+          if (s.k_data(layer)[static_cast<size_t>(p) * rb + i] != row_byte(layer, p, i, false) ||
+              s.v_data(layer)[static_cast<size_t>(p) * rb + i] != row_byte(layer, p, i, true)) {
+            return ::testing::AssertionFailure() << "layer " << layer << " row " << p << " byte " << i;
+          }
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  };
+  // A restored state (exact-size block) that then grows into lazy room.
+  const std::string bytes = [&] {
+    SequenceState src(layout);
+    EXPECT_TRUE(src.Reserve(n).ok());
+    fill(src, 0, n);
+    src.CommitTokens(n);
+    return src.Serialize();
+  }();
+  auto loader = StateLoader::Prepare(layout, n, bytes.size());
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  size_t at = 0;
+  for (const auto& b : loader->buffers()) {
+    std::memcpy(b.data(), bytes.data() + at, b.size());
+    at += b.size();
+  }
+  auto restored = loader->Finish();
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  (*restored)->set_copy_pool(&pool);
+  ASSERT_TRUE((*restored)->Reserve(n + 100).ok());
+  EXPECT_TRUE(check(**restored, n));
+  EXPECT_GE((*restored)->CapacityBytes(), static_cast<size_t>(n + 100) * layout->kv_bytes_per_token());
+  // A copy of a shared start.
+  auto copy = (*restored)->ClonePrefix(n - 50);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_TRUE(check(**copy, n - 50));
+  EXPECT_EQ((*copy)->n_tokens(), n - 50);
+}
+
 TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
   for (const std::string name : {"tiny-llama", "tiny-qwen3"}) {
     SCOPED_TRACE(name);
