@@ -36,7 +36,7 @@ bool CpuHas(Isa isa) {
     case Isa::kAvx512:
       return CpuHas(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq");
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 #else
     default:
       return false;

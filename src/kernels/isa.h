@@ -25,6 +25,26 @@ namespace mx::kernels::internal {
 using GemmFn = bool (*)(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
                         int64_t n_cols, const float* x, int64_t ldx, int64_t n_tokens, float* y,
                         int64_t ldy);
+// Activations of the integer path for K-quant weights (kernels.h MatMul):
+// 256 values of one token quantized as llama.cpp's Q8_K does (d = 1 /
+// (-127 / x_m), x_m the first value of largest magnitude; q = min(127,
+// round-to-nearest-even(x * -127 / x_m))), plus the sums of each 16 q.
+struct alignas(64) Q8KBlock {
+  int8_t q[256];
+  int16_t bsums[16];
+  float d;
+};
+inline constexpr int64_t kQ8KValues = 256;
+// y[t * ldy + r] = the qdot_blocks.h dot of row r (n_blocks blocks of `type`
+// at w + r * row_bytes) with token t's blocks a[t * lda, t * lda + n_blocks),
+// for r < n_rows, t < n_tokens. REQUIRES: type is Q4_K, Q5_K or Q6_K.
+using QGemmFn = void (*)(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                         int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens,
+                         float* y, int64_t ldy);
+// Quantizes n values (a multiple of 256) into n / 256 blocks; every path
+// writes the same bytes as QuantizeQ8KRef.
+using QuantizeQ8KFn = void (*)(const float* x, int64_t n, Q8KBlock* out);
+
 // Dequantizes n values; false when the path leaves `type` to the reference.
 using DequantFn = bool (*)(DType type, const uint8_t* src, float* dst, int64_t n);
 
@@ -38,6 +58,8 @@ struct IsaOps {
   // the same; this only picks the faster route.
   int64_t (*direct_max_tokens)(DType type);
   DequantFn dequant_row;
+  QGemmFn qgemm;
+  QuantizeQ8KFn quantize_q8k;
   void (*f32_to_f16)(const float* src, int64_t n, uint16_t* dst);  // RNE
   void (*f16_to_f32)(const uint16_t* src, int64_t n, float* dst);
   // Sum over i of (double)(x[i] * x[i]) (the f32 square, summed in double).
@@ -54,7 +76,7 @@ struct IsaOps {
 
 const IsaOps& ScalarOps();
 const IsaOps& Avx2Ops();    // only call when the CPU has AVX2 + FMA + F16C
-const IsaOps& Avx512Ops();  // only call when the CPU has AVX-512 F/BW/VL/DQ
+const IsaOps& Avx512Ops();  // only call when the CPU has AVX-512 F/BW/VL/DQ/VNNI
 // The active table (see kernels.h ActiveIsa).
 const IsaOps& Ops();
 
@@ -62,6 +84,7 @@ const IsaOps& Ops();
 bool DequantizeRowRef(DType type, const uint8_t* src, float* dst, int64_t n);
 bool QuantizeRowRef(DType type, const float* src, uint8_t* dst, int64_t n);
 bool DequantizeSupportedRef(DType type);
+void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out);
 bool QuantizeSupportedRef(DType type);
 
 // The SIMD gemms (matmul_avx2.cc, matmul_avx512.cc).
@@ -69,6 +92,12 @@ bool GemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, in
               const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);
 bool GemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
                 const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);
+void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+               const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy);
+void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                 int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
+                 int64_t ldy);
+void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out);
 bool DequantAvx2(DType type, const uint8_t* src, float* dst, int64_t n);
 bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n);
 

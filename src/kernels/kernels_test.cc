@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kernels/isa.h"
 
 namespace mx::kernels {
 namespace {
@@ -97,6 +98,38 @@ double RefBlockValue(DType type, const uint8_t* b, int e) {
   }
 }
 
+// |each product term| of value e, for the error bound: K-quants' two terms
+// (d * sc * q and dmin * m) separately, other types the value itself.
+double RefTermMagnitude(DType type, const uint8_t* b, int e) {
+  if (type != DType::kQ4_K && type != DType::kQ5_K) return std::fabs(RefBlockValue(type, b, e));
+  int sc, m;
+  KScaleMin(b + 4, e / 32, &sc, &m);
+  return std::fabs(RefBlockValue(type, b, e) + H(b + 2) * m) + std::fabs(H(b + 2) * m);
+}
+
+// llama.cpp's Q8_K activation rounding (quantize_row_q8_K_ref), dequantized:
+// per 256 values, iscale = -127 / (first value of largest magnitude), q =
+// min(127, nearest-even(iscale * x)), value = q / iscale.
+std::vector<double> RefQ8K(const float* x, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n), 0.0);
+  for (int64_t b = 0; b < n; b += 256) {
+    float amax = 0, max = 0;
+    for (int64_t i = b; i < b + 256; ++i) {
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        max = x[i];
+      }
+    }
+    if (amax == 0) continue;
+    const float iscale = -127.f / max, d = 1 / iscale;
+    for (int64_t i = b; i < b + 256; ++i) {
+      const int q = std::min(127, static_cast<int>(std::nearbyint(iscale * x[i])));
+      out[static_cast<size_t>(i)] = static_cast<double>(d) * q;
+    }
+  }
+  return out;
+}
+
 std::vector<double> RefDequant(DType type, const uint8_t* src, int64_t n) {
   std::vector<double> out(static_cast<size_t>(n));
   const DTypeInfo info = GetDTypeInfo(type);
@@ -131,6 +164,7 @@ bool IsKQuant(DType t) { return GetDTypeInfo(t).block_values == 256; }
 struct TestMatrix {
   std::vector<uint8_t> bytes;
   std::vector<double> deq;  // [n_rows * n_cols]
+  std::vector<double> mag;  // [n_rows * n_cols] RefTermMagnitude
   Matrix m;
 };
 TestMatrix MakeMatrix(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
@@ -143,6 +177,18 @@ TestMatrix MakeMatrix(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed)
                 n_cols);
   }
   tm.deq = RefDequant(type, tm.bytes.data(), n_rows * n_cols);
+  tm.mag.resize(tm.deq.size());
+  const DTypeInfo info = GetDTypeInfo(type);
+  for (size_t i = 0; i < tm.mag.size(); ++i) {
+    if (info.block_values == 1) {
+      tm.mag[i] = std::fabs(tm.deq[i]);
+      continue;
+    }
+    const int64_t r = static_cast<int64_t>(i) / n_cols, k = static_cast<int64_t>(i) % n_cols;
+    tm.mag[i] = RefTermMagnitude(
+        type, tm.bytes.data() + r * row_bytes + (k / info.block_values) * info.block_bytes,
+        static_cast<int>(k % info.block_values));
+  }
   tm.m = Matrix{type, tm.bytes.data(), n_cols, n_rows, row_bytes};
   return tm;
 }
@@ -356,17 +402,23 @@ void CheckMatMulAgainstReference(DType type, const Shape& s, ThreadPool* pool) {
   const std::vector<float> x = RandomVec(s.n_tokens * ldx, 99);
   std::vector<float> y(static_cast<size_t>(s.n_tokens * ldy), -7.0f);
   MatMul(tm.m, x.data(), ldx, s.n_tokens, y.data(), ldy, pool);
+  // K-quants read Q8_K-rounded activations (kernels.h); their block sums are
+  // exact integers, then each 256-value block adds a few f32 roundings.
+  const bool q8k = IsKQuant(type);
   for (int64_t t = 0; t < s.n_tokens; ++t) {
+    std::vector<double> xt(&x[static_cast<size_t>(t * ldx)],
+                           &x[static_cast<size_t>(t * ldx + s.n_cols)]);
+    if (q8k) xt = RefQ8K(&x[static_cast<size_t>(t * ldx)], s.n_cols);
     for (int64_t r = 0; r < s.n_rows; ++r) {
       double ref = 0, abs_sum = 0;
       for (int64_t k = 0; k < s.n_cols; ++k) {
-        const double p =
-            tm.deq[static_cast<size_t>(r * s.n_cols + k)] * x[static_cast<size_t>(t * ldx + k)];
-        ref += p;
-        abs_sum += std::fabs(p);
+        const size_t i = static_cast<size_t>(r * s.n_cols + k);
+        ref += tm.deq[i] * xt[static_cast<size_t>(k)];
+        abs_sum += tm.mag[i] * std::fabs(xt[static_cast<size_t>(k)]);
       }
-      ASSERT_NEAR(y[static_cast<size_t>(t * ldy + r)], ref, DotTolerance(s.n_cols, abs_sum))
-          << "token " << t << " row " << r;
+      const double tol = q8k ? (4.0 * static_cast<double>(s.n_cols / 256) + 4) * kEps32 * abs_sum
+                             : DotTolerance(s.n_cols, abs_sum);
+      ASSERT_NEAR(y[static_cast<size_t>(t * ldy + r)], ref, tol) << "token " << t << " row " << r;
     }
     // Padding between rows of y is untouched.
     for (int64_t r = s.n_rows; r < ldy; ++r) ASSERT_EQ(y[static_cast<size_t>(t * ldy + r)], -7.0f);
@@ -493,6 +545,80 @@ TEST_P(MatMulTest, GroupedProductsEqualSeparateOnes) {
   }
 }
 
+TEST_P(MatMulTest, SharedInputsAreQuantizedOnceForAllJobs) {
+  // Q, K, V-like jobs reading one input (quantized once to Q8K and shared)
+  // give each job exactly MatMul's bits, decode- and prompt-sized.
+  ThreadPool pool(2);
+  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K};
+  const int64_t n_cols = 768;
+  std::vector<TestMatrix> ms;
+  for (int i = 0; i < 4; ++i) ms.push_back(MakeMatrix(types[i], 24 + 8 * i, n_cols, 60 + i));
+  for (int64_t n_tokens : {1, 5, 130}) {
+    SCOPED_TRACE(n_tokens);
+    const std::vector<float> x = RandomVec(n_tokens * n_cols, 70);
+    std::vector<std::vector<float>> grouped, single;
+    std::vector<MatMulJob> jobs;
+    for (int i = 0; i < 4; ++i) {
+      grouped.emplace_back(static_cast<size_t>(n_tokens * ms[i].m.n_rows));
+      single.emplace_back(static_cast<size_t>(n_tokens * ms[i].m.n_rows));
+      MatMul(ms[i].m, x.data(), n_cols, n_tokens, single[i].data(), ms[i].m.n_rows, nullptr);
+    }
+    for (int i = 0; i < 4; ++i)
+      jobs.push_back({ms[i].m, x.data(), n_cols, n_tokens, grouped[i].data(), ms[i].m.n_rows});
+    MatMuls(jobs, &pool);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(0, std::memcmp(grouped[i].data(), single[i].data(), grouped[i].size() * 4))
+          << "job " << i;
+    }
+  }
+}
+
+// Q8_K activation rounding: every path writes QuantizeQ8KRef's bytes, and
+// those are llama.cpp's (RefQ8K), including ties, zeros and NaN.
+TEST(Q8KTest, PathsWriteTheReferenceBytes) {
+  std::vector<float> x = RandomVec(256 * 6, 80, 3.0f);
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0.0f;  // block 1: all zero
+  x[512 + 3] = 9.0f;                                  // block 2: +9 first, -9 later: +9 wins
+  x[512 + 200] = -9.0f;
+  x[768 + 10] = -9.0f;                                // block 3: -9 first, +9 later: -9 wins
+  x[768 + 11] = 9.0f;
+  x[1024 + 5] = std::numeric_limits<float>::quiet_NaN();  // block 4: a NaN never wins
+  x[1280 + 7] = 1e-30f;                                   // block 5: one tiny value
+  for (int i = 0; i < 256; ++i)
+    if (i != 7) x[1280 + i] = 0.0f;
+  std::vector<internal::Q8KBlock> ref(6), got(6);
+  internal::QuantizeQ8KRef(x.data(), 256 * 6, ref.data());
+  const std::vector<double> want = RefQ8K(x.data(), 256 * 6);
+  for (int b = 0; b < 6; ++b) {
+    if (b == 4) continue;  // RefQ8K's NaN value is not a number to compare
+    for (int i = 0; i < 256; ++i) {
+      ASSERT_EQ(static_cast<double>(ref[b].d) * ref[b].q[i], want[static_cast<size_t>(256 * b + i)])
+          << "block " << b << " value " << i;
+    }
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += ref[b].q[16 * g + i];
+      ASSERT_EQ(ref[b].bsums[g], sum);
+    }
+  }
+  EXPECT_EQ(ref[1].d, 0.0f);
+  EXPECT_EQ(ref[2].q[3], -127);
+  EXPECT_EQ(ref[2].q[200], 127);
+  EXPECT_EQ(ref[3].q[10], -127);
+  EXPECT_EQ(ref[3].q[11], 127);
+  for (Isa isa : AvailableIsas()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::fill(got.begin(), got.end(), internal::Q8KBlock{});
+    internal::Ops().quantize_q8k(x.data(), 256 * 6, got.data());
+    for (int b = 0; b < 6; ++b) {
+      EXPECT_EQ(0, std::memcmp(ref[b].q, got[b].q, 256)) << IsaName(isa) << " block " << b;
+      EXPECT_EQ(0, std::memcmp(ref[b].bsums, got[b].bsums, 32)) << IsaName(isa) << " block " << b;
+      EXPECT_EQ(0, std::memcmp(&ref[b].d, &got[b].d, 4)) << IsaName(isa) << " block " << b;
+    }
+  }
+  SetActiveIsa(AvailableIsas().back());
+}
+
 TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
   ThreadPool pool(2);
   for (DType type : AllWeightTypes()) {
@@ -505,6 +631,11 @@ TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
     for (Isa isa : AvailableIsas()) {
       ASSERT_TRUE(SetActiveIsa(isa));
       const std::vector<float> got = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
+      if (IsKQuant(type)) {
+        // The integer path has one f32 order on every path (qdot_blocks.h).
+        EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * 4)) << IsaName(isa);
+        continue;
+      }
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t r = 0; r < n_rows; ++r) {
           double abs_sum = 0;

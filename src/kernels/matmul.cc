@@ -2,13 +2,17 @@
 // the thread pool and feeds each block to the active path's gemm, either on
 // the weights as stored (converted in registers by fused kernels; up to the
 // path's direct_max_tokens for the type) or on a row panel converted to f32
-// first (the conversion then amortised over the block's tokens). MatMuls runs
-// several products' tasks in one parallel region. How the work is split only
-// affects speed: every output element has one fixed reduction order on a
-// path (isa.h GemmFn).
+// first (the conversion then amortised over the block's tokens). K-quant
+// weights take the integer path instead: their inputs are quantized once per
+// call to Q8K blocks (shared by every job with the same input), then qgemm
+// runs on the stored weights for any token count. MatMuls runs several
+// products' tasks in one parallel region. How the work is split only affects
+// speed: every output element has one fixed reduction order on a path
+// (isa.h GemmFn, qdot_blocks.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
@@ -37,6 +41,22 @@ float* PanelBuffer(size_t n_floats) {
   return reinterpret_cast<float*>(p);
 }
 
+// The weight types MatMul runs on Q8K activations (isa.h QGemmFn).
+bool UsesQ8K(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+}
+
+// The calling thread's Q8K activation buffer, grown on demand and kept.
+internal::Q8KBlock* Q8KBuffer(size_t n_blocks) {
+  thread_local std::vector<internal::Q8KBlock> storage;
+  if (storage.size() < n_blocks) storage.resize(n_blocks);
+  return storage.data();
+}
+
+// Quantizing fewer blocks than this runs on the caller (decode sizes).
+constexpr int64_t kQuantizeInlineBlocks = 64;
+constexpr int64_t kQuantizeTokens = 16;  // tokens per quantization task
+
 }  // namespace
 
 namespace {
@@ -44,6 +64,7 @@ namespace {
 // How one product is cut into (row block x token block) tasks.
 struct Split {
   bool try_direct;
+  const internal::Q8KBlock* q8k;  // the integer path's activations, or null
   int64_t token_block, n_token_blocks;
   int64_t row_block, n_row_blocks;
   int64_t panel_stride;  // floats per panel row
@@ -56,7 +77,8 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   // Few tokens: stream the stored rows once (converting in registers). Many
   // tokens: convert each row block into a 64-byte aligned f32 panel that every
   // token tile of the task reuses from L2; which is faster depends on the type.
-  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type);
+  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type) || UsesQ8K(j.w.type);
+  s.q8k = nullptr;
   // Token blocks: all tokens for decode-sized calls, else kTokenBlock each.
   s.token_block = j.n_tokens <= kTokenBlock ? j.n_tokens : kTokenBlock;
   s.n_token_blocks = CeilDiv(j.n_tokens, s.token_block);
@@ -76,6 +98,67 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   return s;
 }
 
+// Every job's tasks in one list: job i owns tasks [first[i], first[i + 1]).
+struct Planned {
+  const MatMulJob* job;
+  Split split;
+  int64_t first;
+};
+
+// Quantizes the inputs of the integer-path jobs to Q8K blocks, once per
+// distinct input (Q, K and V of a layer share one), and points their splits
+// at them. Long inputs are quantized by the pool, token ranges per task.
+void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_planned,
+                    ThreadPool* pool) {
+  struct Input {
+    const float* x;
+    int64_t ldx, n_tokens, n_blocks;
+    size_t offset;  // first block in the buffer
+  };
+  Input inputs[kMaxMatMulJobs];
+  size_t n_inputs = 0, total = 0, which[kMaxMatMulJobs];
+  for (size_t i = 0; i < n_planned; ++i) {
+    const MatMulJob& j = *planned[i].job;
+    if (!UsesQ8K(j.w.type)) continue;
+    const int64_t n_blocks = j.w.n_cols / internal::kQ8KValues;
+    size_t k = 0;
+    while (k < n_inputs && !(inputs[k].x == j.x && inputs[k].ldx == j.ldx &&
+                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks))
+      ++k;
+    if (k == n_inputs) {
+      inputs[n_inputs++] = {j.x, j.ldx, j.n_tokens, n_blocks, total};
+      total += static_cast<size_t>(j.n_tokens * n_blocks);
+    }
+    which[i] = k;
+  }
+  if (n_inputs == 0) return;
+  internal::Q8KBlock* buffer = Q8KBuffer(total);
+  for (size_t i = 0; i < n_planned; ++i) {
+    if (UsesQ8K(planned[i].job->w.type)) planned[i].split.q8k = buffer + inputs[which[i]].offset;
+  }
+  // Work items: (input, token range) of up to kQuantizeTokens tokens.
+  int64_t first[kMaxMatMulJobs + 1] = {0};
+  for (size_t k = 0; k < n_inputs; ++k)
+    first[k + 1] = first[k] + CeilDiv(inputs[k].n_tokens, kQuantizeTokens);
+  auto quantize = [&](int64_t item, int /*thread*/) {
+    size_t k = 0;
+    while (item >= first[k + 1]) ++k;
+    const Input& in = inputs[k];
+    const int64_t t0 = (item - first[k]) * kQuantizeTokens;
+    const int64_t t1 = std::min(in.n_tokens, t0 + kQuantizeTokens);
+    for (int64_t t = t0; t < t1; ++t) {
+      ops.quantize_q8k(in.x + t * in.ldx, in.n_blocks * internal::kQ8KValues,
+                       buffer + in.offset + t * in.n_blocks);
+    }
+  };
+  if (pool == nullptr || first[n_inputs] <= 1 ||
+      static_cast<int64_t>(total) <= kQuantizeInlineBlocks) {
+    for (int64_t item = 0; item < first[n_inputs]; ++item) quantize(item, 0);
+  } else {
+    pool->ParallelFor(first[n_inputs], quantize);
+  }
+}
+
 void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, int64_t task) {
   const Matrix& w = j.w;
   const int64_t rb = task % s.n_row_blocks, tb = task / s.n_row_blocks;
@@ -84,6 +167,12 @@ void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, in
   const float* xb = j.x + t0 * j.ldx;
   float* yb = j.y + t0 * j.ldy + r0;
   const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
+  if (s.q8k != nullptr) {
+    const int64_t n_blocks = w.n_cols / internal::kQ8KValues;
+    ops.qgemm(w.type, wb, w.row_bytes, rows, n_blocks, s.q8k + t0 * n_blocks, n_blocks, tokens, yb,
+              j.ldy);
+    return;
+  }
   if (s.try_direct &&
       ops.gemm(w.type, wb, w.row_bytes, rows, w.n_cols, xb, j.ldx, tokens, yb, j.ldy))
     return;
@@ -108,12 +197,6 @@ void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool) {
   }
   const internal::IsaOps& ops = internal::Ops();
   const int n_threads = pool != nullptr ? pool->n_threads() : 1;
-  // Every job's tasks in one list: job i owns tasks [first[i], first[i + 1]).
-  struct Planned {
-    const MatMulJob* job;
-    Split split;
-    int64_t first;
-  };
   Planned planned[kMaxMatMulJobs];
   size_t n_planned = 0;
   int64_t n_tasks = 0;
@@ -128,6 +211,7 @@ void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool) {
     planned[n_planned++] = {&j, s, n_tasks};
     n_tasks += s.n_tasks();
   }
+  QuantizeInputs(ops, planned, n_planned, pool);
   auto run_task = [&](int64_t task, int /*thread*/) {
     size_t i = 0;
     while (i + 1 < n_planned && task >= planned[i + 1].first) ++i;

@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "kernels/isa.h"
+#include "kernels/qdot_blocks.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -35,6 +36,18 @@ bool Gemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_
 }
 
 bool Dequant(DType, const uint8_t*, float*, int64_t) { return false; }
+
+struct ScalarHalf {
+  static float Half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return Fp16ToF32(h);
+  }
+};
+void QGemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+           const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  QGemmPortable<ScalarHalf>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+}
 
 void F32ToF16Row(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) {
@@ -130,6 +143,8 @@ const IsaOps kScalarOps = {
     .gemm = Gemm,
     .direct_max_tokens = DirectMaxTokens,
     .dequant_row = Dequant,
+    .qgemm = QGemm,
+    .quantize_q8k = QuantizeQ8KRef,
     .f32_to_f16 = F32ToF16Row,
     .f16_to_f32 = F16ToF32Row,
     .sum_squares = SumSquares,

@@ -277,4 +277,27 @@ bool QuantizeRowRef(DType type, const float* src, uint8_t* dst, int64_t n) {
   return true;
 }
 
+// llama.cpp's quantize_row_q8_K_ref: the first value of largest magnitude
+// maps to -127; q = min(127, x * iscale rounded to nearest even).
+void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out) {
+  for (int64_t ib = 0; ib < n / kQ8KValues; ++ib, x += kQ8KValues) {
+    Q8KBlock& b = out[ib];
+    const float max = SignedAbsMax(x, static_cast<int>(kQ8KValues));
+    if (max == 0.0f) {
+      std::memset(&b, 0, sizeof(b));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQ8KValues; ++j) {
+      b.q[j] = static_cast<int8_t>(std::min(127, Nearest(iscale * x[j])));
+    }
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += b.q[16 * g + j];
+      b.bsums[g] = static_cast<int16_t>(sum);
+    }
+    b.d = 1.0f / iscale;
+  }
+}
+
 }  // namespace mx::kernels::internal

@@ -1,0 +1,128 @@
+// Internal: the integer path for K-quant weights (Q4_K, Q5_K, Q6_K) in plain
+// C++. Activations are quantized per token to Q8KBlocks (isa.h); one block of
+// 256 weights and one activation block give two exact integer sums, and an
+// output element is then
+//
+//   acc = 0
+//   for every block b, in order:
+//     acc = fma(a_b.d * d_b, (float)S_b, acc)          // all types
+//     acc = fma(-(a_b.d * dmin_b), (float)M_b, acc)    // Q4_K, Q5_K only
+//
+// with, for Q4_K / Q5_K, S = sum_j sc_j * sum_{i in sub-block j} q_i a_i and
+// M = sum_j m_j * (sum of a over sub-block j); for Q6_K (q stored unsigned,
+// value q - 32) S = sum_j sc_j * sum_{i in j} q_i a_i - 32 * sum_j sc_j *
+// (sum of a over j). The integer sums are exact, so every path (this file
+// compiled as the scalar reference, its AVX2 copy, the AVX-512 kernels in
+// qmatmul_avx512.cc) gives the same bits, whatever the tiling.
+//
+// Everything is in an anonymous namespace (see dequant_blocks.h / isa.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/dequant_blocks.h"
+#include "kernels/isa.h"
+
+namespace mx::kernels::internal {
+namespace {
+
+// Q4_K (kFive false) / Q5_K integer sums of one block against one activation
+// block. q: the block's 4/5-bit values (unsigned).
+template <bool kFive>
+inline void QxKSums(const uint8_t* __restrict b, const Q8KBlock& __restrict a, int32_t* s,
+                    int32_t* m) {
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + (kFive ? 48 : 16);
+  int32_t sum = 0, mins = 0;
+  for (int c = 0; c < 4; ++c) {
+    int sc0, m0, sc1, m1;
+    KScaleMin(2 * c, scales, &sc0, &m0);
+    KScaleMin(2 * c + 1, scales, &sc1, &m1);
+    const uint8_t* q = qs + 32 * c;
+    const int8_t* x = a.q + 64 * c;
+    int32_t p0 = 0, p1 = 0;
+    for (int l = 0; l < 32; ++l) {
+      const int hi0 = kFive ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+      const int hi1 = kFive ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+      p0 += ((q[l] & 0xF) + hi0) * x[l];
+      p1 += ((q[l] >> 4) + hi1) * x[32 + l];
+    }
+    sum += sc0 * p0 + sc1 * p1;
+    mins += m0 * (a.bsums[4 * c] + a.bsums[4 * c + 1]) +
+            m1 * (a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
+  }
+  *s = sum;
+  *m = mins;
+}
+
+// Q6_K integer sum of one block (the -32 offset folded in exactly).
+inline int32_t Q6KSum(const uint8_t* __restrict b, const Q8KBlock& __restrict a) {
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  int32_t sum = 0, offset = 0;
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = b + 64 * n;
+    const uint8_t* qh = b + 128 + 32 * n;
+    const int8_t* x = a.q + 128 * n;
+    // Quarter k of this 128 holds values 32k + l (l < 32), scales 8n + 2k + l / 16.
+    int32_t p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int l = 0; l < 32; ++l) {
+      const int h = l / 16;
+      p[0 + h] += ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) * x[l];
+      p[2 + h] += ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) * x[l + 32];
+      p[4 + h] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * x[l + 64];
+      p[6 + h] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * x[l + 96];
+    }
+    for (int j = 0; j < 8; ++j) {
+      sum += sc[8 * n + j] * p[j];
+      offset += sc[8 * n + j] * a.bsums[8 * n + j];
+    }
+  }
+  return sum - 32 * offset;
+}
+
+// One output element: row (n_blocks blocks of ggml type id `type_id`)
+// against one token's activation blocks, in the order of the file comment.
+template <class Cvt>
+float QDotRow(uint32_t type_id, const uint8_t* row, const Q8KBlock* a, int64_t n_blocks) {
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    if (type_id == 14) {  // Q6_K
+      const uint8_t* b = row + ib * 210;
+      const float d = Cvt::Half(b + 208);
+      acc = std::fma(a[ib].d * d, static_cast<float>(Q6KSum(b, a[ib])), acc);
+      continue;
+    }
+    const bool five = type_id == 13;
+    const uint8_t* b = row + ib * (five ? 176 : 144);
+    int32_t s, m;
+    if (five) {
+      QxKSums<true>(b, a[ib], &s, &m);
+    } else {
+      QxKSums<false>(b, a[ib], &s, &m);
+    }
+    const float d = Cvt::Half(b), dmin = Cvt::Half(b + 2);
+    acc = std::fma(a[ib].d * d, static_cast<float>(s), acc);
+    acc = std::fma(-(a[ib].d * dmin), static_cast<float>(m), acc);
+  }
+  return acc;
+}
+
+// isa.h QGemmFn in plain C++.
+template <class Cvt>
+void QGemmPortable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                   int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
+                   int64_t ldy) {
+  const uint32_t type_id = static_cast<uint32_t>(type);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      y[t * ldy + r] =
+          QDotRow<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes, a + t * lda, n_blocks);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mx::kernels::internal

@@ -1,0 +1,348 @@
+// AVX-512 (BW + VNNI) kernels of the integer K-quant path: qdot_blocks.h's
+// arithmetic, the same bits, with the block sums computed 64 values at a
+// time. A weight row's 64 values of one chunk are unpacked to unsigned bytes
+// in value order; vpmaddubsw multiplies them with the token's int8
+// activations (pairs summed to int16, exact: |pair| <= 2 * 63 * 128), and
+// vpdpwssd multiplies those pairs by the sub-block scales and accumulates
+// int32 (exact). At the end of a block the 16 lanes of every (row, token)
+// accumulator are summed across rows at once (a transpose-and-add tree, exact
+// integers), and the block's float step of qdot_blocks.h runs with the rows
+// in the lanes of one vector per token.
+//
+// Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
+// float step per output element is the same in every tile, so results never
+// depend on the tiling (batch invariance).
+#include "kernels/isa.h"
+#include "kernels/simd_avx512.h"
+
+namespace mx::kernels::internal {
+namespace {
+
+constexpr int kQ4K = 12, kQ5K = 13, kQ6K = 14;
+template <int kType>
+constexpr int kBlockBytes = kType == kQ4K ? 144 : (kType == kQ5K ? 176 : 210);
+
+static inline __m512i Broadcast32(const uint8_t* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// Per-16-bit-word shift counts: a in the low 256 bits, b in the high.
+static inline __m512i Halves16(short a, short b) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
+}
+
+// One row's Q4_K / Q5_K block header: the 8 scales as int16 (lanes 0-7, for
+// vpermw) and the mins repeated for the two 16-value sums of each sub-block.
+struct RowK {
+  __m512i sc;
+  __m256i mins;
+};
+static inline RowK PrepareK(const uint8_t* b) {
+  // 12 scale bytes q: s < 4: sc = q[s] & 63, m = q[s + 4] & 63; s >= 4:
+  // sc = q[s + 4] & 15 | (q[s - 4] >> 6) << 4, m = q[s + 4] >> 4 | (q[s] >> 6) << 4.
+  uint32_t u[3];
+  std::memcpy(u, b + 4, 12);
+  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+  const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
+                      static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
+  const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
+                     static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+  RowK r;
+  r.sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  r.mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
+  return r;
+}
+
+// Values 64 c .. 64 c + 63 of a Q4_K / Q5_K block as bytes: chunk c's 32
+// bytes hold sub-block 2c in the low nibbles, 2c + 1 in the high ones (and,
+// for Q5_K, bits 2c / 2c + 1 of qh[0..32) are their fifth bits).
+template <int kType>
+static inline __m512i ChunkK(const uint8_t* b, int c) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i raw = Broadcast32(b + (kType == kQ5K ? 48 : 16) + 32 * c);
+  __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, Halves16(0, 4)), low4);
+  if constexpr (kType == kQ5K) {
+    const __m512i qh = Broadcast32(b + 16);
+    const __m512i bit = _mm512_and_si512(
+        _mm512_srlv_epi16(qh, Halves16(static_cast<short>(2 * c), static_cast<short>(2 * c + 1))),
+        _mm512_set1_epi8(1));
+    q = _mm512_or_si512(q, _mm512_slli_epi16(bit, 4));
+  }
+  return q;
+}
+// int16 lane i of chunk c's scale vector: sub-block 2c + i / 16.
+static inline __m512i ScalesK(const RowK& r, int c) {
+  return _mm512_permutexvar_epi16(Halves16(static_cast<short>(2 * c), static_cast<short>(2 * c + 1)),
+                                  r.sc);
+}
+
+// A Q6_K block's values as unsigned bytes (0..63) in value order, 64 per
+// vector (see matmul_avx512.cc BlockQ6K for the bit layout).
+static inline void UnpackQ6K(const uint8_t* b, __m512i (&q)[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+  for (int n = 0; n < 2; ++n) {
+    const __m512i ql = _mm512_loadu_si512(b + 64 * n);
+    const __m512i qh = Broadcast32(b + 128 + 32 * n);
+    const __m512i hi_lo =
+        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, Halves16(0, 2)), low2), 4);
+    const __m512i hi_hi =
+        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, Halves16(4, 6)), low2), 4);
+    q[2 * n] = _mm512_or_si512(_mm512_and_si512(ql, low4), hi_lo);
+    q[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), hi_hi);
+  }
+}
+// int16 lane i of vector c's scale vector: scale 4c + i / 8 (16 values each).
+static inline __m512i ScalesQ6K(__m512i sc16, int c) {
+  const __m512i idx = _mm512_cvtepu8_epi16(_mm256_add_epi8(
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                       3, 3, 3, 3, 3, 3, 3),
+      _mm256_set1_epi8(static_cast<char>(4 * c))));
+  return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+// Level 1 and 2 of the row tree: 128-bit lane L of the result holds, in
+// 32-bit lane j, row j's sum of lane L of z[j] (four rows).
+static inline __m512i Rows4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+// For rows given as [sum part | min part] (256 bits each): lanes 0-7 of
+// `s` = each row's sum part total, of `m` = each row's min part total.
+template <int RM>
+static inline void SumRows(const __m512i (&z)[RM], __m256i* s, __m256i* m) {
+  const __m512i zero = _mm512_setzero_si512();
+  auto row = [&](int r) { return r < RM ? z[r < RM ? r : 0] : zero; };
+  const __m512i lo = Rows4(row(0), row(1), row(2), row(3));
+  if constexpr (RM <= 4) {
+    // lo = [S part L0, S part L1, M L2, M L3] for rows 0-3.
+    const __m512i w = _mm512_add_epi32(lo, _mm512_shuffle_i32x4(lo, lo, 0xB1));
+    *s = _mm256_zextsi128_si256(_mm512_castsi512_si128(w));
+    *m = _mm256_zextsi128_si256(_mm512_extracti32x4_epi32(w, 2));
+  } else {
+    const __m512i hi = Rows4(row(4), row(5), row(6), row(7));
+    const __m512i w = _mm512_add_epi32(_mm512_shuffle_i32x4(lo, hi, 0x88),
+                                       _mm512_shuffle_i32x4(lo, hi, 0xDD));
+    // w = [S rows 0-3, M rows 0-3, S rows 4-7, M rows 4-7].
+    const __m512i p = _mm512_shuffle_i32x4(w, w, 0xD8);
+    *s = _mm512_castsi512_si256(p);
+    *m = _mm512_extracti64x4_epi64(p, 1);
+  }
+}
+// [lo 256 + hi 256 of v | extra].
+static inline __m512i FoldHalves(__m512i v, __m256i extra) {
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(h), extra, 1);
+}
+
+// d (and dmin) of RM rows' block at byte `offset`: a 32-bit gather, d in the
+// low half (Q4_K / Q5_K: dmin in the high half; Q6_K reads bytes 206-209,
+// d in the high half).
+template <int RM>
+static inline __m256i GatherHeads(const uint8_t* b0, size_t row_bytes, int offset) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(static_cast<int>(row_bytes)));
+  const __mmask8 rows = static_cast<__mmask8>((1u << RM) - 1u);
+  return _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), rows, idx, b0 + offset, 1);
+}
+static inline __m256 HalvesToFloats(__m256i words, int high) {
+  const __m256i h = high ? _mm256_srli_epi32(words, 16) : words;
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
+}
+
+// RM rows (<= 8) x RN tokens over all n_blocks blocks.
+template <int kType, int RM, int RN>
+void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock* a, int64_t lda,
+           float* y, int64_t ldy) {
+  constexpr int kBytes = kBlockBytes<kType>;
+  __m256 acc[RN];
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    const uint8_t* b0 = w + ib * kBytes;
+    __m512i sum[RN][RM];
+#pragma GCC unroll 8
+    for (int r = 0; r < RM; ++r) {
+      const uint8_t* b = b0 + static_cast<size_t>(r) * row_bytes;
+#pragma GCC unroll 4
+      for (int o = 0; o < kBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + 2 * RM * row_bytes + o), _MM_HINT_T0);
+      }
+      if constexpr (kType == kQ6K) {
+        __m512i q[4];
+        UnpackQ6K(b, q);
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+        __m512i s[RN];
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m512i scv = ScalesQ6K(_mm512_castsi256_si512(sc16), c);
+#pragma GCC unroll 8
+          for (int t = 0; t < RN; ++t) {
+            const __m512i x = _mm512_load_si512(a[t * lda + ib].q + 64 * c);
+            s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q[c], x), scv);
+          }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          // The -32 offset: 32 * sum_j sc_j * (sum of a over j), folded in exactly.
+          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
+          const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+          sum[t][r] = _mm512_sub_epi32(s[t], _mm512_zextsi256_si512(off));
+        }
+      } else {
+        const RowK rk = PrepareK(b);
+        __m512i s[RN];
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m512i q = ChunkK<kType>(b, c);
+          const __m512i scv = ScalesK(rk, c);
+#pragma GCC unroll 8
+          for (int t = 0; t < RN; ++t) {
+            const __m512i x = _mm512_load_si512(a[t * lda + ib].q + 64 * c);
+            s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q, x), scv);
+          }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
+          sum[t][r] = FoldHalves(s[t], _mm256_madd_epi16(rk.mins, bs));
+        }
+      }
+    }
+    const __m256i heads = GatherHeads<RM>(b0, row_bytes, kType == kQ6K ? 206 : 0);
+    const __m256 d = HalvesToFloats(heads, kType == kQ6K);
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) {
+      const __m256 dx = _mm256_set1_ps(a[t * lda + ib].d);
+      if constexpr (kType == kQ6K) {
+        // Lane r of the row tree: row r's 16 lanes summed.
+        __m512i z[RM];
+#pragma GCC unroll 8
+        for (int r = 0; r < RM; ++r) z[r] = FoldHalves(sum[t][r], _mm256_setzero_si256());
+        __m256i s8, unused;
+        SumRows<RM>(z, &s8, &unused);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(s8), acc[t]);
+      } else {
+        __m256i s8, m8;
+        SumRows<RM>(sum[t], &s8, &m8);
+        const __m256 dmin = HalvesToFloats(heads, 1);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(s8), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(m8), acc[t]);
+      }
+    }
+  }
+  const __mmask8 rows = static_cast<__mmask8>((1u << RM) - 1u);
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
+}
+
+// Rows [0, n_rows) for RN tokens: tiles of kRows rows, then one smaller one.
+template <int kType, int RN, int M>
+void QRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_blocks,
+                const Q8KBlock* a, int64_t lda, float* y, int64_t ldy) {
+  if constexpr (M > 0) {
+    if (rem == M) {
+      QTile<kType, M, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
+    } else {
+      QRemainder<kType, RN, M - 1>(rem, w, row_bytes, n_blocks, a, lda, y, ldy);
+    }
+  }
+}
+template <int kType, int RN>
+void QRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks, const Q8KBlock* a,
+           int64_t lda, float* y, int64_t ldy) {
+  constexpr int kRows = RN == 1 ? 8 : 4;
+  int64_t r = 0;
+  for (; r + kRows <= n_rows; r += kRows) {
+    QTile<kType, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a, lda,
+                            y + r, ldy);
+  }
+  QRemainder<kType, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
+                                   n_blocks, a, lda, y + r, ldy);
+}
+template <int kType, int RN>
+void QTokenRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                     int64_t n_blocks, const Q8KBlock* a, int64_t lda, float* y, int64_t ldy) {
+  if constexpr (RN > 0) {
+    if (rem == RN) {
+      QRows<kType, RN>(w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
+    } else {
+      QTokenRemainder<kType, RN - 1>(rem, w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
+    }
+  }
+}
+// Token tiles outer (their activations stay in L1 while the rows stream by).
+template <int kType>
+void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kTokens = 4;
+  int64_t t = 0;
+  for (; t + kTokens <= n_tokens; t += kTokens) {
+    QRows<kType, kTokens>(w, row_bytes, n_rows, n_blocks, a + t * lda, lda, y + t * ldy, ldy);
+  }
+  QTokenRemainder<kType, kTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_blocks, a + t * lda,
+                                      lda, y + t * ldy, ldy);
+}
+
+}  // namespace
+
+void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                 int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+  switch (type) {
+    case DType::kQ4_K:
+      return QSweep<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_K:
+      return QSweep<kQ5K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ6_K:
+      return QSweep<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    default:
+      return;
+  }
+}
+
+// QuantizeQ8KRef with 16 values per step; the same bytes (the rounding is
+// one f32 product rounded to nearest even either way).
+void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t ib = 0; ib < n / kQ8KValues; ++ib, x += kQ8KValues) {
+    Q8KBlock& b = out[ib];
+    __m512 amax = _mm512_setzero_ps();
+    // NaN in x never wins (vmaxps returns its second operand on NaN).
+    for (int i = 0; i < 16; ++i) {
+      amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16 * i)), amax);
+    }
+    const float m = avx512::HMax(amax);
+    if (!(m > 0.0f)) {
+      std::memset(&b, 0, sizeof(b));
+      continue;
+    }
+    // The first value whose magnitude is the maximum.
+    float max = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16 * i)),
+                                               _mm512_set1_ps(m), _CMP_EQ_OQ);
+      if (hit != 0) {
+        max = x[16 * i + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int i = 0; i < 16; ++i) {
+      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * i)));
+      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      const __m128i q8 = _mm512_cvtepi32_epi8(q);
+      _mm_store_si128(reinterpret_cast<__m128i*>(b.q + 16 * i), q8);
+      b.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
+    }
+    b.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace mx::kernels::internal
