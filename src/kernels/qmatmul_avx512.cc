@@ -12,16 +12,25 @@
 // Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
 // float step per output element is the same in every tile, so results never
 // depend on the tiling (batch invariance).
+#include <new>
+
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
 
+using avx512::FirstLanes;
+
 constexpr int kQ4K = 12, kQ5K = 13, kQ6K = 14;
 template <int kType>
 constexpr int kBlockBytes = kType == kQ4K ? 144 : (kType == kQ5K ? 176 : 210);
 
+static inline float HalfValue(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
 static inline __m512i Broadcast32(const uint8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -289,6 +298,194 @@ void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks
                                       lda, y + t * ldy, ldy);
 }
 
+// ------------------------------------------------------------ prompt panels
+//
+// For many tokens the rows' blocks are first unpacked into panels of 16 rows
+// (once per call, reused by every token): the values as bytes with dword k
+// of the 16 rows side by side, so one vpdpbusd multiplies 4 values of 16
+// rows with 4 of one token's activations (broadcast) and the row lanes never
+// need a horizontal sum. Per sub-block the exact int32 dot products are
+// multiplied by the rows' scales (vpmulld) and summed; the mins / the Q6_K
+// offset go through vpmaddwd with (value, value) int16 pairs against the
+// token's 16-value sums. The integers equal the tiles' above, and the float
+// step is the same per element: the same bits.
+
+constexpr int kPanelRows = 16;
+struct alignas(64) PanelBlock {
+  uint8_t q[64][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
+  int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: 8 of 32 values)
+  int32_t pairs[8][kPanelRows];  // int16 pairs against bsums[2i], bsums[2i + 1]
+  float d[kPanelRows], dmin[kPanelRows];
+};
+
+PanelBlock* PanelStorage(size_t n) {
+  thread_local PanelBlock* storage = nullptr;
+  thread_local size_t capacity = 0;
+  if (capacity < n) {
+    ::operator delete[](storage, std::align_val_t(64));
+    storage = static_cast<PanelBlock*>(::operator new[](n * sizeof(PanelBlock), std::align_val_t(64)));
+    capacity = n;
+  }
+  return storage;
+}
+
+static inline int32_t Pair16(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint16_t>(static_cast<int16_t>(lo)) |
+                              (static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16));
+}
+
+// Row `r` of panel block `p` from the weight block at b.
+template <int kType>
+void PackRow(const uint8_t* b, int r, PanelBlock* p) {
+  __m512i q[4];
+  if constexpr (kType == kQ6K) {
+    UnpackQ6K(b, q);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    for (int j = 0; j < 16; ++j) p->sc[j][r] = sc[j];
+    for (int i = 0; i < 8; ++i) p->pairs[i][r] = Pair16(sc[2 * i], sc[2 * i + 1]);
+    p->d[r] = HalfValue(b + 208);
+    p->dmin[r] = 0.0f;
+  } else {
+    for (int c = 0; c < 4; ++c) q[c] = ChunkK<kType>(b, c);
+    uint32_t u[3];
+    std::memcpy(u, b + 4, 12);
+    constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+    const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
+                        static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
+    const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
+                       static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+    for (int j = 0; j < 8; ++j) {
+      p->sc[j][r] = static_cast<int32_t>((sc >> (8 * j)) & 0xFF);
+      const int mj = static_cast<int>((m >> (8 * j)) & 0xFF);
+      p->pairs[j][r] = Pair16(mj, mj);
+    }
+    p->d[r] = HalfValue(b);
+    p->dmin[r] = HalfValue(b + 2);
+  }
+  // Dword i of vector c goes to q[16 c + i][r].
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(kPanelRows * 4));
+  for (int c = 0; c < 4; ++c) _mm512_i32scatter_epi32(&p->q[16 * c][r][0], idx, q[c], 1);
+}
+
+// Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks.
+template <int kType>
+void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, PanelBlock* p) {
+  constexpr int kBytes = kBlockBytes<kType>;
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    if (rows < kPanelRows) std::memset(&p[ib], 0, sizeof(PanelBlock));
+    for (int r = 0; r < rows; ++r) PackRow<kType>(w + static_cast<size_t>(r) * row_bytes + ib * kBytes, r, &p[ib]);
+  }
+}
+
+// 16 panel rows x RN tokens over all blocks; stores the first `rows` rows.
+template <int kType, int RN>
+void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t lda, int rows,
+               float* y, int64_t ldy) {
+  constexpr int kSub = kType == kQ6K ? 16 : 8;  // sub-blocks
+  constexpr int kDwords = 64 / kSub;            // dwords per sub-block
+  __m512 acc[RN];
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
+    const Q8KBlock* x[RN];
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) x[t] = a + t * lda + ib;
+    __m512i sum[RN];
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) sum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < kSub; ++j) {
+      __m512i dot[RN];
+#pragma GCC unroll 8
+      for (int t = 0; t < RN; ++t) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int k = j * kDwords; k < (j + 1) * kDwords; ++k) {
+        const __m512i wv = _mm512_load_si512(p->q[k]);
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          int32_t xv;
+          std::memcpy(&xv, x[t]->q + 4 * k, 4);
+          dot[t] = _mm512_dpbusd_epi32(dot[t], wv, _mm512_set1_epi32(xv));
+        }
+      }
+      const __m512i scv = _mm512_load_si512(p->sc[j]);
+#pragma GCC unroll 8
+      for (int t = 0; t < RN; ++t) sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot[t], scv));
+    }
+    const __m512 d = _mm512_load_ps(p->d);
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) {
+      __m512i pairs = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        int32_t bs;
+        std::memcpy(&bs, x[t]->bsums + 2 * i, 4);
+        pairs = _mm512_add_epi32(pairs, _mm512_madd_epi16(_mm512_load_si512(p->pairs[i]), _mm512_set1_epi32(bs)));
+      }
+      const __m512 dx = _mm512_set1_ps(x[t]->d);
+      if constexpr (kType == kQ6K) {
+        const __m512i s = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(pairs, 5));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(s), acc[t]);
+      } else {
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->dmin)), _mm512_cvtepi32_ps(pairs), acc[t]);
+      }
+    }
+  }
+  const __mmask16 m = FirstLanes(rows);
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+}
+
+template <int kType, int RN>
+void PanelTokenRemainder(int64_t rem, const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a,
+                         int64_t lda, int rows, float* y, int64_t ldy) {
+  if constexpr (RN > 0) {
+    if (rem == RN) {
+      PanelTile<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
+    } else {
+      PanelTokenRemainder<kType, RN - 1>(rem, p, n_blocks, a, lda, rows, y, ldy);
+    }
+  }
+}
+
+// Panel route: 16-row groups packed once, every token tile over each group.
+template <int kType>
+void PanelSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kTokens = 8;
+  const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
+  PanelBlock* panel = PanelStorage(static_cast<size_t>(n_groups * n_blocks));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    PackPanel<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
+                     panel + g * n_blocks);
+  }
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const PanelBlock* p = panel + g * n_blocks;
+    float* yg = y + g * kPanelRows;
+    int64_t t = 0;
+    for (; t + kTokens <= n_tokens; t += kTokens)
+      PanelTile<kType, kTokens>(p, n_blocks, a + t * lda, lda, rows, yg + t * ldy, ldy);
+    PanelTokenRemainder<kType, kTokens - 1>(n_tokens - t, p, n_blocks, a + t * lda, lda, rows,
+                                           yg + t * ldy, ldy);
+  }
+}
+
+// Calls with at least this many tokens pack panels.
+constexpr int64_t kPanelMinTokens = 12;
+
+template <int kType>
+void QGemmTyped(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_tokens >= kPanelMinTokens) {
+    PanelSweep<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  } else {
+    QSweep<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  }
+}
+
 }  // namespace
 
 void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
@@ -296,11 +493,11 @@ void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
                  int64_t ldy) {
   switch (type) {
     case DType::kQ4_K:
-      return QSweep<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return QGemmTyped<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ5_K:
-      return QSweep<kQ5K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return QGemmTyped<kQ5K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ6_K:
-      return QSweep<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return QGemmTyped<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
       return;
   }
