@@ -9,7 +9,6 @@
 // depends on the tile it was computed in.
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
-#include "kernels/qdot_blocks.h"
 #include "kernels/simd_avx2.h"
 
 namespace mx::kernels::internal {
@@ -146,13 +145,6 @@ struct F16cCvt {
 constexpr int kDirectTokens = 3;
 
 }  // namespace
-
-// The integer K-quant path: qdot_blocks.h compiled for AVX2 (same bits as
-// the scalar reference).
-void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-               const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  QGemmPortable<F16cCvt>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
-}
 
 bool GemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
               const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {

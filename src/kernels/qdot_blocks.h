@@ -92,7 +92,7 @@ float QDotRow(uint32_t type_id, const uint8_t* row, const Q8KBlock* a, int64_t n
     if (type_id == 14) {  // Q6_K
       const uint8_t* b = row + ib * 210;
       const float d = Cvt::Half(b + 208);
-      acc = std::fma(a[ib].d * d, static_cast<float>(Q6KSum(b, a[ib])), acc);
+      acc = __builtin_fmaf(a[ib].d * d, static_cast<float>(Q6KSum(b, a[ib])), acc);
       continue;
     }
     const bool five = type_id == 13;
@@ -104,8 +104,8 @@ float QDotRow(uint32_t type_id, const uint8_t* row, const Q8KBlock* a, int64_t n
       QxKSums<false>(b, a[ib], &s, &m);
     }
     const float d = Cvt::Half(b), dmin = Cvt::Half(b + 2);
-    acc = std::fma(a[ib].d * d, static_cast<float>(s), acc);
-    acc = std::fma(-(a[ib].d * dmin), static_cast<float>(m), acc);
+    acc = __builtin_fmaf(a[ib].d * d, static_cast<float>(s), acc);
+    acc = __builtin_fmaf(-(a[ib].d * dmin), static_cast<float>(m), acc);
   }
   return acc;
 }

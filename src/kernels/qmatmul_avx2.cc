@@ -1,0 +1,152 @@
+// AVX2 kernels of the integer K-quant path: qdot_blocks.h's arithmetic, the
+// same bits. One row block is unpacked to bytes once (32 values, one Q4_K /
+// Q5_K sub-block or two Q6_K ones, per vector) and dotted with up to
+// kTokens tokens: vpmaddubsw (u8 x s8, pairs to int16, exact), vpmaddwd with
+// the sub-block scales (int32, exact), a horizontal integer sum, then the
+// block's f32 step of qdot_blocks.h for that (row, token).
+#include "kernels/isa.h"
+#include "kernels/simd_avx2.h"
+
+namespace mx::kernels::internal {
+namespace {
+
+constexpr int kQ4K = 12, kQ5K = 13, kQ6K = 14;
+template <int kType>
+constexpr int kBlockBytes = kType == kQ4K ? 144 : (kType == kQ5K ? 176 : 210);
+constexpr int kTokens = 16;  // tokens sharing one unpacked row block
+
+static inline float HalfValue(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+static inline __m256i Load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+static inline int32_t SumLanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// One row's block, unpacked: 8 vectors of 32 values (value order) and the
+// int16 scale vector of each.
+struct RowBlock {
+  __m256i q[8];
+  __m256i sc[8];
+  __m256i mins;  // Q4_K / Q5_K: m_j twice (against the 16 bsums); Q6_K: the 16 scales
+  float d, dmin;
+};
+
+template <int kType>
+static inline void Unpack(const uint8_t* b, RowBlock* rb) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (kType == kQ6K) {
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    for (int n = 0; n < 2; ++n) {
+      const __m256i ql0 = Load32(b + 64 * n), ql1 = Load32(b + 64 * n + 32);
+      const __m256i qh = Load32(b + 128 + 32 * n);
+      auto high = [&](int shift) {
+        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), low2), 4);
+      };
+      rb->q[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), high(0));
+      rb->q[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), high(2));
+      rb->q[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), high(4));
+      rb->q[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high(6));
+    }
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    for (int v = 0; v < 8; ++v) {
+      rb->sc[v] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * v]), _mm_set1_epi16(sc[2 * v + 1]));
+    }
+    rb->mins = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+    rb->d = HalfValue(b + 208);
+    rb->dmin = 0.0f;
+    return;
+  }
+  uint32_t u[3];
+  std::memcpy(u, b + 4, 12);
+  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+  const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
+                      static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
+  const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
+                     static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+  const uint8_t* qs = b + (kType == kQ5K ? 48 : 16);
+  const __m256i qh = kType == kQ5K ? Load32(b + 16) : _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i raw = Load32(qs + 32 * c);
+    __m256i lo = _mm256_and_si256(raw, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    if constexpr (kType == kQ5K) {
+      const __m256i one = _mm256_set1_epi8(1);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+    }
+    rb->q[2 * c] = lo;
+    rb->q[2 * c + 1] = hi;
+  }
+  for (int j = 0; j < 8; ++j) rb->sc[j] = _mm256_set1_epi16(static_cast<short>((sc >> (8 * j)) & 0xFF));
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  rb->mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
+  rb->d = HalfValue(b);
+  rb->dmin = HalfValue(b + 2);
+}
+
+// The block step of one (row, token).
+template <int kType>
+static inline float Step(const RowBlock& rb, const Q8KBlock& x, float acc) {
+  __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) {
+    const __m256i p = _mm256_maddubs_epi16(rb.q[v], Load32(reinterpret_cast<const uint8_t*>(x.q) + 32 * v));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, rb.sc[v]));
+  }
+  const __m256i bs = Load32(reinterpret_cast<const uint8_t*>(x.bsums));
+  const __m256i mins = _mm256_madd_epi16(rb.mins, bs);
+  if constexpr (kType == kQ6K) {
+    const int32_t s = SumLanes(_mm256_sub_epi32(sum, _mm256_slli_epi32(mins, 5)));
+    return __builtin_fmaf(x.d * rb.d, static_cast<float>(s), acc);
+  } else {
+    const int32_t s = SumLanes(sum), m = SumLanes(mins);
+    acc = __builtin_fmaf(x.d * rb.d, static_cast<float>(s), acc);
+    return __builtin_fmaf(-(x.d * rb.dmin), static_cast<float>(m), acc);
+  }
+}
+
+template <int kType>
+void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kBytes = kBlockBytes<kType>;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
+    const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+      float acc[kTokens] = {};
+      for (int64_t ib = 0; ib < n_blocks; ++ib) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + ib * kBytes), _MM_HINT_T0);
+        RowBlock rb;
+        Unpack<kType>(row + ib * kBytes, &rb);
+        for (int t = 0; t < nt; ++t) acc[t] = Step<kType>(rb, a[(t0 + t) * lda + ib], acc[t]);
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = acc[t];
+    }
+  }
+}
+
+}  // namespace
+
+void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+               const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  switch (type) {
+    case DType::kQ4_K:
+      return QSweep<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_K:
+      return QSweep<kQ5K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ6_K:
+      return QSweep<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    default:
+      return;
+  }
+}
+
+}  // namespace mx::kernels::internal
