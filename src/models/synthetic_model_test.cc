@@ -19,11 +19,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
+fs::path TempDirOfThisProcess() {
+  return fs::path(::testing::TempDir()) / ("mx_synth_" + std::to_string(getpid()));
+}
 std::string TempPath(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("mx_synth_" + std::to_string(getpid()));
+  const fs::path dir = TempDirOfThisProcess();
   fs::create_directories(dir);
   return (dir / name).string();
 }
+// The models this process wrote are removed when its tests end.
+class RemoveTempDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(TempDirOfThisProcess(), ec);
+  }
+};
+const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 // A small model whose rows (256, 512 values) suit every block type.
 SyntheticSpec SmallSpec() {
@@ -168,7 +180,7 @@ TEST(SyntheticHybridTest, NemotronHLoadsWithItsLayerPatternAndRuns) {
   spec->n_layer = 6;
   spec->n_vocab = 512;
   spec->weight_type = DType::kQ8_0;
-  const std::string path = ::testing::TempDir() + "/mx_synth_hybrid.gguf";
+  const std::string path = TempPath("hybrid.gguf");
   ASSERT_TRUE(WriteSyntheticModel(Env::Default(), *spec, path).ok());
   auto model = Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
