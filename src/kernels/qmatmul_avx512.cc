@@ -318,15 +318,21 @@ struct alignas(64) PanelBlock {
   float d[kPanelRows], dmin[kPanelRows];
 };
 
+// A thread's panel memory, grown on demand, freed when the thread ends.
+struct PanelMemory {
+  PanelBlock* blocks = nullptr;
+  size_t capacity = 0;
+  ~PanelMemory() { ::operator delete[](blocks, std::align_val_t(64)); }
+};
 PanelBlock* PanelStorage(size_t n) {
-  thread_local PanelBlock* storage = nullptr;
-  thread_local size_t capacity = 0;
-  if (capacity < n) {
-    ::operator delete[](storage, std::align_val_t(64));
-    storage = static_cast<PanelBlock*>(::operator new[](n * sizeof(PanelBlock), std::align_val_t(64)));
-    capacity = n;
+  thread_local PanelMemory memory;
+  if (memory.capacity < n) {
+    ::operator delete[](memory.blocks, std::align_val_t(64));
+    memory.blocks =
+        static_cast<PanelBlock*>(::operator new[](n * sizeof(PanelBlock), std::align_val_t(64)));
+    memory.capacity = n;
   }
-  return storage;
+  return memory.blocks;
 }
 
 static inline int32_t Pair16(int lo, int hi) {
