@@ -45,6 +45,23 @@ using QGemmFn = void (*)(DType type, const uint8_t* w, size_t row_bytes, int64_t
 // writes the same bytes as QuantizeQ8KRef.
 using QuantizeQ8KFn = void (*)(const float* x, int64_t n, Q8KBlock* out);
 
+// Activations of the integer path for the 32-value block types (Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1; kernels.h MatMul): 32 values of one token rounded as
+// llama.cpp's x86 quantize_row_q8_0 does (a = max |x|, d = a / 127 kept as
+// fp16, q = round-to-nearest-even(x * (127 / a))), plus the sum of the q.
+struct Q8Block32 {
+  int8_t q[32];
+  float d;  // the fp16 value, widened
+  int32_t sum;
+};
+inline constexpr int64_t kQ8Block32Values = 32;
+// As QGemmFn for the 32-value block types (qdot_blocks.h QDotRow32).
+using QGemm32Fn = void (*)(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                           int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens,
+                           float* y, int64_t ldy);
+// Quantizes n values (a multiple of 32); every path writes the same bytes.
+using Quantize32Fn = void (*)(const float* x, int64_t n, Q8Block32* out);
+
 // Dequantizes n values; false when the path leaves `type` to the reference.
 using DequantFn = bool (*)(DType type, const uint8_t* src, float* dst, int64_t n);
 
@@ -60,6 +77,8 @@ struct IsaOps {
   DequantFn dequant_row;
   QGemmFn qgemm;
   QuantizeQ8KFn quantize_q8k;
+  QGemm32Fn qgemm32;
+  Quantize32Fn quantize_q8_32;
   void (*f32_to_f16)(const float* src, int64_t n, uint16_t* dst);  // RNE
   void (*f16_to_f32)(const uint16_t* src, int64_t n, float* dst);
   // Sum over i of (double)(x[i] * x[i]) (the f32 square, summed in double).
@@ -85,6 +104,7 @@ bool DequantizeRowRef(DType type, const uint8_t* src, float* dst, int64_t n);
 bool QuantizeRowRef(DType type, const float* src, uint8_t* dst, int64_t n);
 bool DequantizeSupportedRef(DType type);
 void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out);
+void QuantizeQ8_32Ref(const float* x, int64_t n, Q8Block32* out);
 bool QuantizeSupportedRef(DType type);
 
 // The SIMD gemms (matmul_avx2.cc, matmul_avx512.cc).
@@ -98,6 +118,13 @@ void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
                  int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
                  int64_t ldy);
 void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out);
+void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                 int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
+                 int64_t ldy);
+void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                   int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
+                   int64_t ldy);
+void QuantizeQ8_32Avx512(const float* x, int64_t n, Q8Block32* out);
 bool DequantAvx2(DType type, const uint8_t* src, float* dst, int64_t n);
 bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n);
 

@@ -101,6 +101,9 @@ double RefBlockValue(DType type, const uint8_t* b, int e) {
 // |each product term| of value e, for the error bound: K-quants' two terms
 // (d * sc * q and dmin * m) separately, other types the value itself.
 double RefTermMagnitude(DType type, const uint8_t* b, int e) {
+  if (type == DType::kQ4_1 || type == DType::kQ5_1) {
+    return std::fabs(RefBlockValue(type, b, e) - H(b + 2)) + std::fabs(H(b + 2));
+  }
   if (type != DType::kQ4_K && type != DType::kQ5_K) return std::fabs(RefBlockValue(type, b, e));
   int sc, m;
   KScaleMin(b + 4, e / 32, &sc, &m);
@@ -126,6 +129,22 @@ std::vector<double> RefQ8K(const float* x, int64_t n) {
       const int q = std::min(127, static_cast<int>(std::nearbyint(iscale * x[i])));
       out[static_cast<size_t>(i)] = static_cast<double>(d) * q;
     }
+  }
+  return out;
+}
+
+// llama.cpp's x86 quantize_row_q8_0 (the 32-value types' activations),
+// dequantized: per 32 values a = max |x|, d = fp16(a / 127), q =
+// nearest-even(x * (127 / a)), value = d * q.
+std::vector<double> RefQ8_32(const float* x, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n), 0.0);
+  for (int64_t b = 0; b < n; b += 32) {
+    float amax = 0;
+    for (int64_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const double d = Fp16ToF32(F32ToFp16(amax / 127.f));
+    const float id = amax != 0 ? 127.f / amax : 0.f;
+    for (int64_t i = b; i < b + 32; ++i)
+      out[static_cast<size_t>(i)] = d * static_cast<int>(std::nearbyint(x[i] * id));
   }
   return out;
 }
@@ -402,13 +421,16 @@ void CheckMatMulAgainstReference(DType type, const Shape& s, ThreadPool* pool) {
   const std::vector<float> x = RandomVec(s.n_tokens * ldx, 99);
   std::vector<float> y(static_cast<size_t>(s.n_tokens * ldy), -7.0f);
   MatMul(tm.m, x.data(), ldx, s.n_tokens, y.data(), ldy, pool);
-  // K-quants read Q8_K-rounded activations (kernels.h); their block sums are
-  // exact integers, then each 256-value block adds a few f32 roundings.
-  const bool q8k = IsKQuant(type);
+  // Quantized weights read Q8_K / Q8_0-rounded activations (kernels.h);
+  // their block sums are exact integers, then each block adds a few f32
+  // roundings.
+  const int64_t block = GetDTypeInfo(type).block_values;
+  const bool integer = block > 1;
   for (int64_t t = 0; t < s.n_tokens; ++t) {
     std::vector<double> xt(&x[static_cast<size_t>(t * ldx)],
                            &x[static_cast<size_t>(t * ldx + s.n_cols)]);
-    if (q8k) xt = RefQ8K(&x[static_cast<size_t>(t * ldx)], s.n_cols);
+    if (block == 256) xt = RefQ8K(&x[static_cast<size_t>(t * ldx)], s.n_cols);
+    if (block == 32) xt = RefQ8_32(&x[static_cast<size_t>(t * ldx)], s.n_cols);
     for (int64_t r = 0; r < s.n_rows; ++r) {
       double ref = 0, abs_sum = 0;
       for (int64_t k = 0; k < s.n_cols; ++k) {
@@ -416,8 +438,9 @@ void CheckMatMulAgainstReference(DType type, const Shape& s, ThreadPool* pool) {
         ref += tm.deq[i] * xt[static_cast<size_t>(k)];
         abs_sum += tm.mag[i] * std::fabs(xt[static_cast<size_t>(k)]);
       }
-      const double tol = q8k ? (4.0 * static_cast<double>(s.n_cols / 256) + 4) * kEps32 * abs_sum
-                             : DotTolerance(s.n_cols, abs_sum);
+      const double tol =
+          integer ? (4.0 * static_cast<double>(s.n_cols / block) + 4) * kEps32 * abs_sum
+                  : DotTolerance(s.n_cols, abs_sum);
       ASSERT_NEAR(y[static_cast<size_t>(t * ldy + r)], ref, tol) << "token " << t << " row " << r;
     }
     // Padding between rows of y is untouched.
@@ -549,7 +572,8 @@ TEST_P(MatMulTest, SharedInputsAreQuantizedOnceForAllJobs) {
   // Q, K, V-like jobs reading one input (quantized once to Q8K and shared)
   // give each job exactly MatMul's bits, decode- and prompt-sized.
   ThreadPool pool(2);
-  const DType types[] = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K};
+  // Two activation kinds (Q8_K, Q8_0 blocks) from one input in one call.
+  const DType types[] = {DType::kQ4_K, DType::kQ8_0, DType::kQ6_K, DType::kQ5_1};
   const int64_t n_cols = 768;
   std::vector<TestMatrix> ms;
   for (int i = 0; i < 4; ++i) ms.push_back(MakeMatrix(types[i], 24 + 8 * i, n_cols, 60 + i));
@@ -619,6 +643,42 @@ TEST(Q8KTest, PathsWriteTheReferenceBytes) {
   SetActiveIsa(AvailableIsas().back());
 }
 
+// Q8_0 activation rounding of the 32-value types: every path writes
+// QuantizeQ8_32Ref's bytes, and those are llama.cpp's x86 ones (RefQ8_32).
+TEST(Q8_32Test, PathsWriteTheReferenceBytes) {
+  std::vector<float> x = RandomVec(32 * 8, 90, 2.0f);
+  for (int i = 0; i < 32; ++i) x[32 + i] = 0.0f;        // block 1: all zero
+  x[64 + 3] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN never wins
+  x[96 + 1] = 65504.0f * 127.0f;                        // block 3: d at the fp16 limit
+  for (int i = 0; i < 32; ++i) x[128 + i] = 0.5f * static_cast<float>(i - 16);  // a ramp
+  std::vector<internal::Q8Block32> ref(8), got(8);
+  internal::QuantizeQ8_32Ref(x.data(), 32 * 8, ref.data());
+  const std::vector<double> want = RefQ8_32(x.data(), 32 * 8);
+  for (int b = 0; b < 8; ++b) {
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      sum += ref[b].q[i];
+      if (b == 2) continue;  // RefQ8_32's NaN value is not a number to compare
+      ASSERT_EQ(static_cast<double>(ref[b].d) * ref[b].q[i], want[static_cast<size_t>(32 * b + i)])
+          << "block " << b << " value " << i;
+    }
+    ASSERT_EQ(ref[b].sum, sum) << "block " << b;
+  }
+  EXPECT_EQ(ref[1].d, 0.0f);
+  EXPECT_EQ(ref[1].sum, 0);
+  for (Isa isa : AvailableIsas()) {
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::fill(got.begin(), got.end(), internal::Q8Block32{});
+    internal::Ops().quantize_q8_32(x.data(), 32 * 8, got.data());
+    for (int b = 0; b < 8; ++b) {
+      EXPECT_EQ(0, std::memcmp(ref[b].q, got[b].q, 32)) << IsaName(isa) << " block " << b;
+      EXPECT_EQ(0, std::memcmp(&ref[b].d, &got[b].d, 4)) << IsaName(isa) << " block " << b;
+      EXPECT_EQ(ref[b].sum, got[b].sum) << IsaName(isa) << " block " << b;
+    }
+  }
+  SetActiveIsa(AvailableIsas().back());
+}
+
 TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
   ThreadPool pool(2);
   for (DType type : AllWeightTypes()) {
@@ -632,7 +692,7 @@ TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
     for (Isa isa : AvailableIsas()) {
       ASSERT_TRUE(SetActiveIsa(isa));
       const std::vector<float> got = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
-      if (IsKQuant(type)) {
+      if (GetDTypeInfo(type).block_values > 1) {
         // The integer path has one f32 order on every path (qdot_blocks.h).
         EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * 4)) << IsaName(isa);
         continue;

@@ -2,10 +2,11 @@
 // the thread pool and feeds each block to the active path's gemm, either on
 // the weights as stored (converted in registers by fused kernels; up to the
 // path's direct_max_tokens for the type) or on a row panel converted to f32
-// first (the conversion then amortised over the block's tokens). K-quant
+// first (the conversion then amortised over the block's tokens). Quantized
 // weights take the integer path instead: their inputs are quantized once per
-// call to Q8K blocks (shared by every job with the same input), then qgemm
-// runs on the stored weights for any token count. MatMuls runs several
+// call (Q8K blocks for K-quants, Q8Block32 for the 32-value types; shared by
+// every job with the same input), then qgemm / qgemm32 run on the stored
+// weights for any token count. MatMuls runs several
 // products' tasks in one parallel region. How the work is split only affects
 // speed: every output element has one fixed reduction order on a path
 // (isa.h GemmFn, qdot_blocks.h).
@@ -41,20 +42,40 @@ float* PanelBuffer(size_t n_floats) {
   return reinterpret_cast<float*>(p);
 }
 
-// The weight types MatMul runs on Q8K activations (isa.h QGemmFn).
-bool UsesQ8K(DType type) {
-  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+// How a weight type's MatMul reads its input: f32, or quantized per token to
+// Q8K blocks (K-quants, isa.h QGemmFn) or Q8Block32 blocks (the 32-value
+// block types, QGemm32Fn).
+enum class Act { kF32 = 0, kQ8K = 1, kQ8_32 = 2 };
+Act ActFor(DType type) {
+  switch (type) {
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return Act::kQ8K;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+      return Act::kQ8_32;
+    default:
+      return Act::kF32;
+  }
+}
+int64_t ActBlockValues(Act act) {
+  return act == Act::kQ8K ? internal::kQ8KValues : internal::kQ8Block32Values;
 }
 
-// The calling thread's Q8K activation buffer, grown on demand and kept.
-internal::Q8KBlock* Q8KBuffer(size_t n_blocks) {
-  thread_local std::vector<internal::Q8KBlock> storage;
+// The calling thread's activation buffers, grown on demand and kept.
+template <class Block>
+Block* ActBuffer(size_t n_blocks) {
+  thread_local std::vector<Block> storage;
   if (storage.size() < n_blocks) storage.resize(n_blocks);
   return storage.data();
 }
 
-// Quantizing fewer blocks than this runs on the caller (decode sizes).
-constexpr int64_t kQuantizeInlineBlocks = 64;
+// Quantizing fewer values than this many 32s runs on the caller (decode sizes).
+constexpr int64_t kQuantizeInline32s = 512;
 constexpr int64_t kQuantizeTokens = 16;  // tokens per quantization task
 
 }  // namespace
@@ -64,7 +85,8 @@ namespace {
 // How one product is cut into (row block x token block) tasks.
 struct Split {
   bool try_direct;
-  const internal::Q8KBlock* q8k;  // the integer path's activations, or null
+  Act act;
+  const void* qx;  // the integer path's activations (Q8KBlock / Q8Block32), or null
   int64_t token_block, n_token_blocks;
   int64_t row_block, n_row_blocks;
   int64_t panel_stride;  // floats per panel row
@@ -77,8 +99,9 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   // Few tokens: stream the stored rows once (converting in registers). Many
   // tokens: convert each row block into a 64-byte aligned f32 panel that every
   // token tile of the task reuses from L2; which is faster depends on the type.
-  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type) || UsesQ8K(j.w.type);
-  s.q8k = nullptr;
+  s.act = ActFor(j.w.type);
+  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type) || s.act != Act::kF32;
+  s.qx = nullptr;
   // Token blocks: all tokens for decode-sized calls, else kTokenBlock each.
   s.token_block = j.n_tokens <= kTokenBlock ? j.n_tokens : kTokenBlock;
   s.n_token_blocks = CeilDiv(j.n_tokens, s.token_block);
@@ -105,36 +128,45 @@ struct Planned {
   int64_t first;
 };
 
-// Quantizes the inputs of the integer-path jobs to Q8K blocks, once per
-// distinct input (Q, K and V of a layer share one), and points their splits
-// at them. Long inputs are quantized by the pool, token ranges per task.
+// Quantizes the inputs of the integer-path jobs, once per distinct input and
+// block kind (Q, K and V of a layer share one), and points their splits at
+// them. Long inputs are quantized by the pool, token ranges per task.
 void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_planned,
                     ThreadPool* pool) {
   struct Input {
     const float* x;
     int64_t ldx, n_tokens, n_blocks;
-    size_t offset;  // first block in the buffer
+    Act act;
+    size_t offset;  // first block in the kind's buffer
   };
   Input inputs[kMaxMatMulJobs];
-  size_t n_inputs = 0, total = 0, which[kMaxMatMulJobs];
+  size_t n_inputs = 0, total[3] = {0, 0, 0}, which[kMaxMatMulJobs];
   for (size_t i = 0; i < n_planned; ++i) {
     const MatMulJob& j = *planned[i].job;
-    if (!UsesQ8K(j.w.type)) continue;
-    const int64_t n_blocks = j.w.n_cols / internal::kQ8KValues;
+    const Act act = planned[i].split.act;
+    if (act == Act::kF32) continue;
+    const int64_t n_blocks = j.w.n_cols / ActBlockValues(act);
     size_t k = 0;
     while (k < n_inputs && !(inputs[k].x == j.x && inputs[k].ldx == j.ldx &&
-                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks))
+                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks &&
+                             inputs[k].act == act))
       ++k;
     if (k == n_inputs) {
-      inputs[n_inputs++] = {j.x, j.ldx, j.n_tokens, n_blocks, total};
-      total += static_cast<size_t>(j.n_tokens * n_blocks);
+      const int a = static_cast<int>(act);
+      inputs[n_inputs++] = {j.x, j.ldx, j.n_tokens, n_blocks, act, total[a]};
+      total[a] += static_cast<size_t>(j.n_tokens * n_blocks);
     }
     which[i] = k;
   }
   if (n_inputs == 0) return;
-  internal::Q8KBlock* buffer = Q8KBuffer(total);
+  internal::Q8KBlock* q8k = ActBuffer<internal::Q8KBlock>(total[1]);
+  internal::Q8Block32* q8_32 = ActBuffer<internal::Q8Block32>(total[2]);
+  auto base = [&](const Input& in) -> void* {
+    return in.act == Act::kQ8K ? static_cast<void*>(q8k + in.offset)
+                               : static_cast<void*>(q8_32 + in.offset);
+  };
   for (size_t i = 0; i < n_planned; ++i) {
-    if (UsesQ8K(planned[i].job->w.type)) planned[i].split.q8k = buffer + inputs[which[i]].offset;
+    if (planned[i].split.act != Act::kF32) planned[i].split.qx = base(inputs[which[i]]);
   }
   // Work items: (input, token range) of up to kQuantizeTokens tokens.
   int64_t first[kMaxMatMulJobs + 1] = {0};
@@ -146,13 +178,17 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
     const Input& in = inputs[k];
     const int64_t t0 = (item - first[k]) * kQuantizeTokens;
     const int64_t t1 = std::min(in.n_tokens, t0 + kQuantizeTokens);
+    const int64_t n = in.n_blocks * ActBlockValues(in.act);
     for (int64_t t = t0; t < t1; ++t) {
-      ops.quantize_q8k(in.x + t * in.ldx, in.n_blocks * internal::kQ8KValues,
-                       buffer + in.offset + t * in.n_blocks);
+      if (in.act == Act::kQ8K) {
+        ops.quantize_q8k(in.x + t * in.ldx, n, q8k + in.offset + t * in.n_blocks);
+      } else {
+        ops.quantize_q8_32(in.x + t * in.ldx, n, q8_32 + in.offset + t * in.n_blocks);
+      }
     }
   };
-  if (pool == nullptr || first[n_inputs] <= 1 ||
-      static_cast<int64_t>(total) <= kQuantizeInlineBlocks) {
+  const int64_t blocks = static_cast<int64_t>(total[1] * 8 + total[2]);  // ~ work, in 32s
+  if (pool == nullptr || first[n_inputs] <= 1 || blocks <= kQuantizeInline32s) {
     for (int64_t item = 0; item < first[n_inputs]; ++item) quantize(item, 0);
   } else {
     pool->ParallelFor(first[n_inputs], quantize);
@@ -167,10 +203,16 @@ void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, in
   const float* xb = j.x + t0 * j.ldx;
   float* yb = j.y + t0 * j.ldy + r0;
   const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
-  if (s.q8k != nullptr) {
+  if (s.act == Act::kQ8K) {
     const int64_t n_blocks = w.n_cols / internal::kQ8KValues;
-    ops.qgemm(w.type, wb, w.row_bytes, rows, n_blocks, s.q8k + t0 * n_blocks, n_blocks, tokens, yb,
-              j.ldy);
+    const auto* a = static_cast<const internal::Q8KBlock*>(s.qx) + t0 * n_blocks;
+    ops.qgemm(w.type, wb, w.row_bytes, rows, n_blocks, a, n_blocks, tokens, yb, j.ldy);
+    return;
+  }
+  if (s.act == Act::kQ8_32) {
+    const int64_t n_blocks = w.n_cols / internal::kQ8Block32Values;
+    const auto* a = static_cast<const internal::Q8Block32*>(s.qx) + t0 * n_blocks;
+    ops.qgemm32(w.type, wb, w.row_bytes, rows, n_blocks, a, n_blocks, tokens, yb, j.ldy);
     return;
   }
   if (s.try_direct &&

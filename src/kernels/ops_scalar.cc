@@ -48,6 +48,10 @@ void QGemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64
            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   QGemmPortable<ScalarHalf>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
 }
+void QGemm32(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+             const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  QGemm32Portable<ScalarHalf>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+}
 
 void F32ToF16Row(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) {
@@ -145,6 +149,8 @@ const IsaOps kScalarOps = {
     .dequant_row = Dequant,
     .qgemm = QGemm,
     .quantize_q8k = QuantizeQ8KRef,
+    .qgemm32 = QGemm32,
+    .quantize_q8_32 = QuantizeQ8_32Ref,
     .f32_to_f16 = F32ToF16Row,
     .f16_to_f32 = F16ToF32Row,
     .sum_squares = SumSquares,

@@ -110,6 +110,94 @@ float QDotRow(uint32_t type_id, const uint8_t* row, const Q8KBlock* a, int64_t n
   return acc;
 }
 
+// ------------------------------------------------- 32-value block types
+//
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 against Q8Block32 activations. A block's
+// values are u - o with u unsigned (Q8_0: q + 128, o = 128; Q4_0: o = 8;
+// Q5_0: o = 16; Q4_1 / Q5_1: o = 0 and a min m), so per block
+//   S = sum u_i a_i - o * sum a_i                       (exact)
+//   acc = fma(a.d * d, (float)S, acc)
+//   acc = fma(a.d * m, (float)sum a_i, acc)             (Q4_1, Q5_1 only)
+
+struct Block32 {
+  uint8_t u[32];
+  int o;
+  float d, m;
+};
+
+// Geometry and offset of a 32-value type (ggml type id); bytes 0 if not one.
+struct Layout32 {
+  int bytes, o;
+  bool has_min;
+};
+inline Layout32 Layout32For(uint32_t type_id) {
+  switch (type_id) {
+    case 8:
+      return {34, 128, false};  // Q8_0
+    case 2:
+      return {18, 8, false};  // Q4_0
+    case 3:
+      return {20, 0, true};  // Q4_1
+    case 6:
+      return {22, 16, false};  // Q5_0
+    case 7:
+      return {24, 0, true};  // Q5_1
+    default:
+      return {0, 0, false};
+  }
+}
+
+template <class Cvt>
+inline Block32 Unpack32(uint32_t type_id, const uint8_t* b) {
+  Block32 w;
+  w.o = Layout32For(type_id).o;
+  w.d = Cvt::Half(b);
+  w.m = 0.0f;
+  if (type_id == 8) {
+    for (int i = 0; i < 32; ++i) w.u[i] = static_cast<uint8_t>(b[2 + i] ^ 0x80);
+    return w;
+  }
+  const bool has_min = type_id == 3 || type_id == 7, five = type_id == 6 || type_id == 7;
+  if (has_min) w.m = Cvt::Half(b + 2);
+  uint32_t qh = 0;
+  if (five) std::memcpy(&qh, b + (has_min ? 4 : 2), 4);
+  const uint8_t* qs = b + (five ? (has_min ? 8 : 6) : (has_min ? 4 : 2));
+  for (int i = 0; i < 16; ++i) {
+    w.u[i] = static_cast<uint8_t>((qs[i] & 0xF) | (((qh >> i) & 1u) << 4));
+    w.u[i + 16] = static_cast<uint8_t>((qs[i] >> 4) | (((qh >> (i + 16)) & 1u) << 4));
+  }
+  return w;
+}
+
+template <class Cvt>
+float QDotRow32(uint32_t type_id, const uint8_t* row, const Q8Block32* a, int64_t n_blocks) {
+  const Layout32 l = Layout32For(type_id);
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    const Block32 w = Unpack32<Cvt>(type_id, row + ib * l.bytes);
+    int32_t s = 0;
+    for (int i = 0; i < 32; ++i) s += w.u[i] * a[ib].q[i];
+    s -= w.o * a[ib].sum;
+    acc = __builtin_fmaf(a[ib].d * w.d, static_cast<float>(s), acc);
+    if (l.has_min) acc = __builtin_fmaf(a[ib].d * w.m, static_cast<float>(a[ib].sum), acc);
+  }
+  return acc;
+}
+
+// isa.h QGemm32Fn in plain C++.
+template <class Cvt>
+void QGemm32Portable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                     int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
+                     int64_t ldy) {
+  const uint32_t type_id = static_cast<uint32_t>(type);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      y[t * ldy + r] = QDotRow32<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes,
+                                      a + t * lda, n_blocks);
+    }
+  }
+}
+
 // isa.h QGemmFn in plain C++.
 template <class Cvt>
 void QGemmPortable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,

@@ -133,7 +133,106 @@ void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks
   }
 }
 
+// ------------------------------------------------- 32-value block types
+
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
+
+// One row's block: Q8_0 keeps its signed values (multiplied by the sign
+// trick: |q| times a with q's sign, pairs within int16), the others their
+// unsigned u (value u - o).
+struct RowBlock32 {
+  __m256i q;
+  float d, m;
+};
+template <int kType>
+static inline RowBlock32 Unpack32(const uint8_t* b) {
+  RowBlock32 rb;
+  rb.d = HalfValue(b);
+  rb.m = 0.0f;
+  if constexpr (kType == kQ8_0) {
+    rb.q = Load32(b + 2);
+    return rb;
+  }
+  constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
+  constexpr bool five = kType == kQ5_0 || kType == kQ5_1;
+  if (has_min) rb.m = HalfValue(b + 2);
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (five ? (has_min ? 8 : 6) : (has_min ? 4 : 2))));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256i u = _mm256_setr_m128i(_mm_and_si128(qs, low4), _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+  if constexpr (five) {
+    uint32_t qh;
+    std::memcpy(&qh, b + (has_min ? 4 : 2), 4);
+    // Byte j takes bit j of qh: spread the 4 bytes over their 8-byte groups, test one bit each.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(qh)),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                         3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  }
+  rb.q = u;
+  return rb;
+}
+template <int kType>
+static inline float Step32(const RowBlock32& rb, const Q8Block32& x, float acc) {
+  const __m256i a = Load32(reinterpret_cast<const uint8_t*>(x.q));
+  __m256i p;
+  int32_t s;
+  if constexpr (kType == kQ8_0) {
+    p = _mm256_maddubs_epi16(_mm256_sign_epi8(rb.q, rb.q), _mm256_sign_epi8(a, rb.q));
+    s = SumLanes(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  } else {
+    constexpr int o = kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0);
+    p = _mm256_maddubs_epi16(rb.q, a);
+    s = SumLanes(_mm256_madd_epi16(p, _mm256_set1_epi16(1))) - o * x.sum;
+  }
+  acc = __builtin_fmaf(x.d * rb.d, static_cast<float>(s), acc);
+  if constexpr (kType == kQ4_1 || kType == kQ5_1)
+    acc = __builtin_fmaf(x.d * rb.m, static_cast<float>(x.sum), acc);
+  return acc;
+}
+
+template <int kType>
+void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+             const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kB = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
+    const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+      float acc[kTokens] = {};
+      for (int64_t ib = 0; ib < n_blocks; ++ib) {
+        if (ib % 2 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + ib * kB), _MM_HINT_T0);
+        const RowBlock32 rb = Unpack32<kType>(row + ib * kB);
+        for (int t = 0; t < nt; ++t) acc[t] = Step32<kType>(rb, a[(t0 + t) * lda + ib], acc[t]);
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = acc[t];
+    }
+  }
+}
+
 }  // namespace
+
+void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                 int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+  switch (type) {
+    case DType::kQ8_0:
+      return Sweep32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ4_0:
+      return Sweep32<kQ4_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ4_1:
+      return Sweep32<kQ4_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_0:
+      return Sweep32<kQ5_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_1:
+      return Sweep32<kQ5_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    default:
+      return;
+  }
+}
 
 void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
                const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {

@@ -12,32 +12,25 @@
 // Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
 // float step per output element is the same in every tile, so results never
 // depend on the tiling (batch invariance).
-#include <new>
-
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
 
+using avx512::Broadcast32;
 using avx512::FirstLanes;
+using avx512::FoldHalves;
+using avx512::GatherHeads;
+using avx512::HalfValue;
+using avx512::Halves16;
+using avx512::HalvesToFloats;
+using avx512::SumRows;
+using avx512::ThreadScratch;
 
 constexpr int kQ4K = 12, kQ5K = 13, kQ6K = 14;
 template <int kType>
 constexpr int kBlockBytes = kType == kQ4K ? 144 : (kType == kQ5K ? 176 : 210);
-
-static inline float HalfValue(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-static inline __m512i Broadcast32(const uint8_t* p) {
-  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-// Per-16-bit-word shift counts: a in the low 256 bits, b in the high.
-static inline __m512i Halves16(short a, short b) {
-  return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
-}
 
 // One row's Q4_K / Q5_K block header: the 8 scales as int16 (lanes 0-7, for
 // vpermw) and the mins repeated for the two 16-value sums of each sub-block.
@@ -107,56 +100,6 @@ static inline __m512i ScalesQ6K(__m512i sc16, int c) {
                        3, 3, 3, 3, 3, 3, 3),
       _mm256_set1_epi8(static_cast<char>(4 * c))));
   return _mm512_permutexvar_epi16(idx, sc16);
-}
-
-// Level 1 and 2 of the row tree: 128-bit lane L of the result holds, in
-// 32-bit lane j, row j's sum of lane L of z[j] (four rows).
-static inline __m512i Rows4(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
-  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
-  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
-  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-}
-// For rows given as [sum part | min part] (256 bits each): lanes 0-7 of
-// `s` = each row's sum part total, of `m` = each row's min part total.
-template <int RM>
-static inline void SumRows(const __m512i (&z)[RM], __m256i* s, __m256i* m) {
-  const __m512i zero = _mm512_setzero_si512();
-  auto row = [&](int r) { return r < RM ? z[r < RM ? r : 0] : zero; };
-  const __m512i lo = Rows4(row(0), row(1), row(2), row(3));
-  if constexpr (RM <= 4) {
-    // lo = [S part L0, S part L1, M L2, M L3] for rows 0-3.
-    const __m512i w = _mm512_add_epi32(lo, _mm512_shuffle_i32x4(lo, lo, 0xB1));
-    *s = _mm256_zextsi128_si256(_mm512_castsi512_si128(w));
-    *m = _mm256_zextsi128_si256(_mm512_extracti32x4_epi32(w, 2));
-  } else {
-    const __m512i hi = Rows4(row(4), row(5), row(6), row(7));
-    const __m512i w = _mm512_add_epi32(_mm512_shuffle_i32x4(lo, hi, 0x88),
-                                       _mm512_shuffle_i32x4(lo, hi, 0xDD));
-    // w = [S rows 0-3, M rows 0-3, S rows 4-7, M rows 4-7].
-    const __m512i p = _mm512_shuffle_i32x4(w, w, 0xD8);
-    *s = _mm512_castsi512_si256(p);
-    *m = _mm512_extracti64x4_epi64(p, 1);
-  }
-}
-// [lo 256 + hi 256 of v | extra].
-static inline __m512i FoldHalves(__m512i v, __m256i extra) {
-  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(h), extra, 1);
-}
-
-// d (and dmin) of RM rows' block at byte `offset`: a 32-bit gather, d in the
-// low half (Q4_K / Q5_K: dmin in the high half; Q6_K reads bytes 206-209,
-// d in the high half).
-template <int RM>
-static inline __m256i GatherHeads(const uint8_t* b0, size_t row_bytes, int offset) {
-  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                         _mm256_set1_epi32(static_cast<int>(row_bytes)));
-  const __mmask8 rows = static_cast<__mmask8>((1u << RM) - 1u);
-  return _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), rows, idx, b0 + offset, 1);
-}
-static inline __m256 HalvesToFloats(__m256i words, int high) {
-  const __m256i h = high ? _mm256_srli_epi32(words, 16) : words;
-  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
 }
 
 // RM rows (<= 8) x RN tokens over all n_blocks blocks.
@@ -317,22 +260,8 @@ struct alignas(64) PanelBlock {
   int32_t pairs[8][kPanelRows];  // int16 pairs against bsums[2i], bsums[2i + 1]
   float d[kPanelRows], dmin[kPanelRows];
 };
-
-// A thread's panel memory, grown on demand, freed when the thread ends.
-struct PanelMemory {
-  PanelBlock* blocks = nullptr;
-  size_t capacity = 0;
-  ~PanelMemory() { ::operator delete[](blocks, std::align_val_t(64)); }
-};
 PanelBlock* PanelStorage(size_t n) {
-  thread_local PanelMemory memory;
-  if (memory.capacity < n) {
-    ::operator delete[](memory.blocks, std::align_val_t(64));
-    memory.blocks =
-        static_cast<PanelBlock*>(::operator new[](n * sizeof(PanelBlock), std::align_val_t(64)));
-    memory.capacity = n;
-  }
-  return memory.blocks;
+  return static_cast<PanelBlock*>(ThreadScratch(n * sizeof(PanelBlock)));
 }
 
 static inline int32_t Pair16(int lo, int hi) {

@@ -300,4 +300,23 @@ void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out) {
   }
 }
 
+// llama.cpp's x86 quantize_row_q8_0 (its AVX2 code, which its AVX-512 builds
+// run): a = max |x|, d = a / 127 stored as fp16, q = x * (127 / a) rounded to
+// nearest even (not the reference's round-half-away of x / d).
+void QuantizeQ8_32Ref(const float* x, int64_t n, Q8Block32* out) {
+  for (int64_t ib = 0; ib < n / kQ8Block32Values; ++ib, x += kQ8Block32Values) {
+    Q8Block32& b = out[ib];
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    b.d = Fp16ToF32(F32ToFp16(amax / 127.0f));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      b.q[j] = static_cast<int8_t>(Nearest(x[j] * id));
+      sum += b.q[j];
+    }
+    b.sum = sum;
+  }
+}
+
 }  // namespace mx::kernels::internal

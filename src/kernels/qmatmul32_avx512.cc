@@ -1,0 +1,328 @@
+// AVX-512 (BW + VNNI) kernels of the integer path for the 32-value block
+// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): qdot_blocks.h QDotRow32's
+// arithmetic, the same bits. Weights become unsigned bytes (u, value u - o),
+// so vpdpbusd multiplies them with the token's int8 activations exactly.
+//
+// Decode tiles (up to 8 rows x 4 tokens) take two blocks per 64-byte vector
+// and sum each row's lanes with the transpose-and-add tree of
+// simd_avx512.h (rows in the lanes of one vector per block). Prompts (12
+// tokens or more) pack 16-row panels with dword k of the 16 rows side by
+// side, so one vpdpbusd covers 4 values x 16 rows of one token and no
+// horizontal sum is needed. Either way a block's S is an exact integer and
+// its f32 step is the same, so the tiling never changes a result.
+#include "kernels/isa.h"
+#include "kernels/simd_avx512.h"
+
+namespace mx::kernels::internal {
+namespace {
+
+using avx512::FirstLanes;
+using avx512::GatherHeads;
+using avx512::HalfValue;
+using avx512::HalvesToFloats;
+using avx512::SumRows;
+using avx512::ThreadScratch;
+
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
+template <int kType>
+constexpr int kBytes32 = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+template <int kType>
+constexpr int kOffset = kType == kQ8_0 ? 128 : (kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0));
+template <int kType>
+constexpr bool kHasMin = kType == kQ4_1 || kType == kQ5_1;
+template <int kType>
+constexpr bool kFive = kType == kQ5_0 || kType == kQ5_1;
+// Byte offset of the packed values in a block.
+template <int kType>
+constexpr int kQs = kType == kQ8_0 ? 2 : (kFive<kType> ? (kHasMin<kType> ? 8 : 6) : (kHasMin<kType> ? 4 : 2));
+
+static inline __m256i Load32B(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+static inline __m128i Load16B(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// The unsigned values of blocks b0 and b1 (bytes 0-31: b0's values in
+// order, 32-63: b1's). b1 may equal b0 (an odd last block; its half unused).
+template <int kType>
+static inline __m512i Values2(const uint8_t* b0, const uint8_t* b1) {
+  if constexpr (kType == kQ8_0) {
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Load32B(b0 + 2)), Load32B(b1 + 2), 1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128
+  } else {
+    // 128-bit lanes: [b0 qs, b0 qs, b1 qs, b1 qs] >> [0, 4, 0, 4], low nibbles.
+    const __m256i lo = _mm256_broadcastsi128_si256(Load16B(b0 + kQs<kType>));
+    const __m256i hi = _mm256_broadcastsi128_si256(Load16B(b1 + kQs<kType>));
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m512i shift = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                            0x0004000400040004LL, 0x0004000400040004LL);
+    __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, shift), _mm512_set1_epi8(0x0F));
+    if constexpr (kFive<kType>) {
+      uint32_t h0, h1;
+      std::memcpy(&h0, b0 + (kHasMin<kType> ? 4 : 2), 4);
+      std::memcpy(&h1, b1 + (kHasMin<kType> ? 4 : 2), 4);
+      const __mmask64 fifth = static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32);
+      u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(16)));
+    }
+    return u;
+  }
+}
+static inline __m512i Activations2(const Q8Block32& a0, const Q8Block32& a1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(Load32B(reinterpret_cast<const uint8_t*>(a0.q))),
+                            Load32B(reinterpret_cast<const uint8_t*>(a1.q)), 1);
+}
+
+// The f32 step of one block for the RM rows in the lanes of acc.
+template <int kType, int RM>
+static inline __m256 Step(__m256 acc, __m256i s, const Q8Block32& x, const uint8_t* b0, size_t row_bytes) {
+  const __m256i heads = GatherHeads<RM>(b0, row_bytes, 0);
+  const __m256 dx = _mm256_set1_ps(x.d);
+  s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<kType> * x.sum));
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, HalvesToFloats(heads, 0)), _mm256_cvtepi32_ps(s), acc);
+  if constexpr (kHasMin<kType>) {
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, HalvesToFloats(heads, 1)),
+                          _mm256_set1_ps(static_cast<float>(x.sum)), acc);
+  }
+  return acc;
+}
+
+// RM rows (<= 8) x RN tokens over all blocks, two blocks per step.
+template <int kType, int RM, int RN>
+void Tile32(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8Block32* a, int64_t lda,
+            float* y, int64_t ldy) {
+  constexpr int kB = kBytes32<kType>;
+  __m256 acc[RN];
+#pragma GCC unroll 4
+  for (int t = 0; t < RN; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ib += 2) {
+    const bool pair = ib + 1 < n_blocks;
+    const uint8_t* b0 = w + ib * kB;
+    const uint8_t* b1 = pair ? b0 + kB : b0;
+    __m512i dot[RN][RM];
+#pragma GCC unroll 8
+    for (int r = 0; r < RM; ++r) {
+      const size_t off = static_cast<size_t>(r) * row_bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(b0 + off + 2 * RM * row_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b0 + off + 2 * RM * row_bytes + 64), _MM_HINT_T0);
+      const __m512i u = Values2<kType>(b0 + off, b1 + off);
+#pragma GCC unroll 4
+      for (int t = 0; t < RN; ++t) {
+        const Q8Block32* x = a + t * lda + ib;
+        dot[t][r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, Activations2(x[0], pair ? x[1] : x[0]));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; ++t) {
+      __m256i s0, s1;  // rows' sums of block ib and ib + 1
+      SumRows<RM>(dot[t], &s0, &s1);
+      const Q8Block32* x = a + t * lda + ib;
+      acc[t] = Step<kType, RM>(acc[t], s0, x[0], b0, row_bytes);
+      if (pair) acc[t] = Step<kType, RM>(acc[t], s1, x[1], b1, row_bytes);
+    }
+  }
+  const __mmask8 rows = static_cast<__mmask8>((1u << RM) - 1u);
+#pragma GCC unroll 4
+  for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
+}
+
+template <int kType, int RN, int M>
+void Remainder32(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_blocks,
+                 const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
+  if constexpr (M > 0) {
+    if (rem == M) {
+      Tile32<kType, M, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
+    } else {
+      Remainder32<kType, RN, M - 1>(rem, w, row_bytes, n_blocks, a, lda, y, ldy);
+    }
+  }
+}
+template <int kType, int RN>
+void Rows32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+            const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
+  constexpr int kRows = RN == 1 ? 8 : 4;
+  int64_t r = 0;
+  for (; r + kRows <= n_rows; r += kRows) {
+    Tile32<kType, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a, lda,
+                             y + r, ldy);
+  }
+  Remainder32<kType, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
+                                    n_blocks, a, lda, y + r, ldy);
+}
+template <int kType, int RN>
+void TokenRemainder32(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                      int64_t n_blocks, const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
+  if constexpr (RN > 0) {
+    if (rem == RN) {
+      Rows32<kType, RN>(w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
+    } else {
+      TokenRemainder32<kType, RN - 1>(rem, w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
+    }
+  }
+}
+template <int kType>
+void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+             const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kTokens = 4;
+  int64_t t = 0;
+  for (; t + kTokens <= n_tokens; t += kTokens)
+    Rows32<kType, kTokens>(w, row_bytes, n_rows, n_blocks, a + t * lda, lda, y + t * ldy, ldy);
+  TokenRemainder32<kType, kTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_blocks, a + t * lda,
+                                       lda, y + t * ldy, ldy);
+}
+
+// ------------------------------------------------------------ prompt panels
+
+constexpr int kPanelRows = 16;
+struct alignas(64) Panel32 {
+  uint8_t q[8][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
+  float d[kPanelRows], m[kPanelRows];
+};
+
+// Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks.
+template <int kType>
+void Pack32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel32* p) {
+  constexpr int kB = kBytes32<kType>;
+  const __m256i idx = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
+    if (rows < kPanelRows) std::memset(p, 0, sizeof(Panel32));
+    for (int r = 0; r < rows; ++r) {
+      const uint8_t* b = w + static_cast<size_t>(r) * row_bytes + ib * kB;
+      const __m512i u = Values2<kType>(b, b);
+      _mm256_i32scatter_epi32(&p->q[0][r][0], idx, _mm512_castsi512_si256(u), 1);
+      p->d[r] = HalfValue(b);
+      p->m[r] = kHasMin<kType> ? HalfValue(b + 2) : 0.0f;
+    }
+  }
+}
+
+// 16 panel rows x RN tokens over all blocks; stores the first `rows` rows.
+template <int kType, int RN>
+void PanelTile32(const Panel32* p, int64_t n_blocks, const Q8Block32* a, int64_t lda, int rows,
+                 float* y, int64_t ldy) {
+  __m512 acc[RN];
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
+    __m512i dot[RN];
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i wv = _mm512_load_si512(p->q[k]);
+#pragma GCC unroll 8
+      for (int t = 0; t < RN; ++t) {
+        int32_t xv;
+        std::memcpy(&xv, a[t * lda + ib].q + 4 * k, 4);
+        dot[t] = _mm512_dpbusd_epi32(dot[t], wv, _mm512_set1_epi32(xv));
+      }
+    }
+    const __m512 d = _mm512_load_ps(p->d);
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t) {
+      const Q8Block32& x = a[t * lda + ib];
+      const __m512i s = _mm512_sub_epi32(dot[t], _mm512_set1_epi32(kOffset<kType> * x.sum));
+      const __m512 dx = _mm512_set1_ps(x.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(s), acc[t]);
+      if constexpr (kHasMin<kType>) {
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->m)),
+                                 _mm512_set1_ps(static_cast<float>(x.sum)), acc[t]);
+      }
+    }
+  }
+  const __mmask16 m = FirstLanes(rows);
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+}
+
+template <int kType, int RN>
+void PanelRemainder32(int64_t rem, const Panel32* p, int64_t n_blocks, const Q8Block32* a,
+                      int64_t lda, int rows, float* y, int64_t ldy) {
+  if constexpr (RN > 0) {
+    if (rem == RN) {
+      PanelTile32<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
+    } else {
+      PanelRemainder32<kType, RN - 1>(rem, p, n_blocks, a, lda, rows, y, ldy);
+    }
+  }
+}
+
+template <int kType>
+void PanelSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                  const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kTokens = 8;
+  const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
+  Panel32* panel = static_cast<Panel32*>(ThreadScratch(static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel32)));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    Pack32<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
+                  panel + g * n_blocks);
+  }
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const Panel32* p = panel + g * n_blocks;
+    float* yg = y + g * kPanelRows;
+    int64_t t = 0;
+    for (; t + kTokens <= n_tokens; t += kTokens)
+      PanelTile32<kType, kTokens>(p, n_blocks, a + t * lda, lda, rows, yg + t * ldy, ldy);
+    PanelRemainder32<kType, kTokens - 1>(n_tokens - t, p, n_blocks, a + t * lda, lda, rows,
+                                         yg + t * ldy, ldy);
+  }
+}
+
+constexpr int64_t kPanelMinTokens = 12;
+
+template <int kType>
+void Gemm32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+            const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_tokens >= kPanelMinTokens) {
+    PanelSweep32<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  } else {
+    Sweep32<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  }
+}
+
+}  // namespace
+
+void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                   int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
+                   int64_t ldy) {
+  switch (type) {
+    case DType::kQ8_0:
+      return Gemm32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ4_0:
+      return Gemm32<kQ4_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ4_1:
+      return Gemm32<kQ4_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_0:
+      return Gemm32<kQ5_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kQ5_1:
+      return Gemm32<kQ5_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    default:
+      return;
+  }
+}
+
+// QuantizeQ8_32Ref, 32 values per step; the same bytes (one f32 product
+// rounded to nearest even either way, the scale through the same fp16).
+void QuantizeQ8_32Avx512(const float* x, int64_t n, Q8Block32* out) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t ib = 0; ib < n / kQ8Block32Values; ++ib, x += kQ8Block32Values) {
+    Q8Block32& b = out[ib];
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    // NaN never wins (vmaxps returns its second operand on NaN), as fmax.
+    const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, v1),
+                                   _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_setzero_ps()));
+    const float amax = avx512::HMax(m);
+    b.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    const __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id)));
+    const __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.q), q0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.q + 16), q1);
+    b.sum = _mm512_reduce_add_epi32(
+        _mm512_add_epi32(_mm512_cvtepi8_epi32(q0), _mm512_cvtepi8_epi32(q1)));
+  }
+}
+
+}  // namespace mx::kernels::internal
