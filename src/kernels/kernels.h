@@ -55,13 +55,13 @@ struct Matrix {
 bool WeightTypeSupported(DType type);
 
 // y[t * ldy + r] = sum_k W[r, k] * x[t * ldx + k] for t < n_tokens, r < n_rows.
-// F32, F16, BF16 and the 32-value block types: activations stay f32 (no
-// activation rounding), the result equals an f32 computation with the
-// dequantized weights up to summation order. Q4_K, Q5_K, Q6_K: each token's
-// x is quantized as llama.cpp does (Q8_K: 256 values, one f32 scale, int8),
-// block dot products are exact integers and each output element combines
-// them in one fixed f32 order (kernels/qdot_blocks.h) that every path
-// computes bit for bit, as llama.cpp's CPU backend computes these types.
+// F32, F16, BF16: activations stay f32, the result equals an f32 computation
+// up to summation order. Quantized weights read their activations rounded as
+// llama.cpp's CPU backend rounds them: per token, Q8_K blocks (256 values,
+// one f32 scale, int8) for Q4_K, Q5_K, Q6_K and Q8_0 blocks (32 values, an
+// fp16 scale) for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1. Block dot products are exact
+// integers and each output element combines them in one fixed f32 order
+// (kernels/qdot_blocks.h) that every path computes bit for bit.
 // REQUIRES: WeightTypeSupported(w.type); x, y do not overlap; pool may be null
 // (runs on the caller).
 void MatMul(const Matrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y,
