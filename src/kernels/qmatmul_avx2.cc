@@ -174,42 +174,81 @@ static inline RowBlock32 Unpack32(const uint8_t* b) {
   rb.q = u;
   return rb;
 }
+// Lane r: the sum of the 8 lanes of v[r] (exact integers; 8 rows).
+static inline __m256i SumRows8(const __m256i (&v)[8]) {
+  const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+  // ab = [rows 0-3 low halves | rows 0-3 high halves], cd the same for rows 4-7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                          _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// 8 rows (the last group may have fewer; missing rows repeat row 0 and are
+// not stored) x all tokens, rows in the lanes of one accumulator per token.
 template <int kType>
-static inline float Step32(const RowBlock32& rb, const Q8Block32& x, float acc) {
-  const __m256i a = Load32(reinterpret_cast<const uint8_t*>(x.q));
-  __m256i p;
-  int32_t s;
-  if constexpr (kType == kQ8_0) {
-    p = _mm256_maddubs_epi16(_mm256_sign_epi8(rb.q, rb.q), _mm256_sign_epi8(a, rb.q));
-    s = SumLanes(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-  } else {
-    constexpr int o = kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0);
-    p = _mm256_maddubs_epi16(rb.q, a);
-    s = SumLanes(_mm256_madd_epi16(p, _mm256_set1_epi16(1))) - o * x.sum;
+void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, const Q8Block32* a,
+              int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int kB = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+  constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
+  constexpr int o = kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0);
+  alignas(32) int32_t off[8];
+  for (int r = 0; r < 8; ++r) off[r] = r < rows ? static_cast<int32_t>(static_cast<size_t>(r) * row_bytes) : 0;
+  const __m256i offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
+    const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+    __m256 acc[kTokens];
+    for (int t = 0; t < nt; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n_blocks; ++ib) {
+      const uint8_t* b0 = w + ib * kB;
+      __m256i q[8];
+      for (int r = 0; r < 8; ++r) q[r] = Unpack32<kType>(b0 + (r < rows ? static_cast<size_t>(r) * row_bytes : 0)).q;
+      const __m256i heads = _mm256_i32gather_epi32(reinterpret_cast<const int*>(b0), offsets, 1);
+      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+          _mm256_shuffle_epi8(heads, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                      0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
+          _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))));
+      __m256 m = _mm256_setzero_ps();
+      if constexpr (has_min) {
+        m = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+            _mm256_shuffle_epi8(heads, _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                        2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)),
+            _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))));
+      }
+      for (int t = 0; t < nt; ++t) {
+        const Q8Block32& x = a[(t0 + t) * lda + ib];
+        const __m256i xa = Load32(reinterpret_cast<const uint8_t*>(x.q));
+        __m256i p[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+          const __m256i pairs = kType == kQ8_0
+                                    ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]), _mm256_sign_epi8(xa, q[r]))
+                                    : _mm256_maddubs_epi16(q[r], xa);
+          p[r] = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        }
+        const __m256i s = _mm256_sub_epi32(SumRows8(p), _mm256_set1_epi32(o * x.sum));
+        const __m256 dx = _mm256_set1_ps(x.d);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(s), acc[t]);
+        if constexpr (has_min) {
+          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, m), _mm256_set1_ps(static_cast<float>(x.sum)), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < nt; ++t) {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[t]);
+      for (int r = 0; r < rows; ++r) y[(t0 + t) * ldy + r] = out[r];
+    }
   }
-  acc = __builtin_fmaf(x.d * rb.d, static_cast<float>(s), acc);
-  if constexpr (kType == kQ4_1 || kType == kQ5_1)
-    acc = __builtin_fmaf(x.d * rb.m, static_cast<float>(x.sum), acc);
-  return acc;
 }
 
 template <int kType>
 void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
              const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kB = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
-    const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-      float acc[kTokens] = {};
-      for (int64_t ib = 0; ib < n_blocks; ++ib) {
-        if (ib % 2 == 0)
-          _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + ib * kB), _MM_HINT_T0);
-        const RowBlock32 rb = Unpack32<kType>(row + ib * kB);
-        for (int t = 0; t < nt; ++t) acc[t] = Step32<kType>(rb, a[(t0 + t) * lda + ib], acc[t]);
-      }
-      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = acc[t];
-    }
+  for (int64_t r = 0; r < n_rows; r += 8) {
+    const int rows = static_cast<int>(n_rows - r < 8 ? n_rows - r : 8);
+    Rows8x32<kType>(w + static_cast<size_t>(r) * row_bytes, row_bytes, rows, n_blocks, a, lda,
+                    n_tokens, y + r, ldy);
   }
 }
 
