@@ -259,33 +259,39 @@ TEST(DispatchTest, SetActiveIsaSwitchesPath) {
 class QuantTest : public PathTest {};
 MX_PATH_SUITE(QuantTest);
 
+// n values of `type` as random bytes (every bit of the layout, not just
+// quantizer output), with the fp16 scale fields kept finite (their
+// exponent's top bit cleared); float types get real values (no NaN patterns).
+std::vector<uint8_t> RandomBlockBytes(DType type, int64_t n, uint32_t seed) {
+  std::vector<uint8_t> bytes(RowBytes(type, n));
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  if (type == DType::kF32 || type == DType::kF16 || type == DType::kBF16) {
+    const std::vector<float> v = RandomVec(n, seed + 1);
+    QuantizeRow(type, v.data(), bytes.data(), n);
+    return bytes;
+  }
+  const DTypeInfo info = GetDTypeInfo(type);
+  std::vector<int> scale_offsets;
+  if (type == DType::kQ6_K)
+    scale_offsets = {208};
+  else if (IsKQuant(type))
+    scale_offsets = {0, 2};
+  else if (type == DType::kQ4_1 || type == DType::kQ5_1)
+    scale_offsets = {0, 2};
+  else
+    scale_offsets = {0};
+  for (size_t b = 0; b < bytes.size(); b += info.block_bytes) {
+    for (int off : scale_offsets) bytes[b + static_cast<size_t>(off) + 1] &= 0x3F;
+  }
+  return bytes;
+}
+
 TEST_P(QuantTest, DequantizeMatchesElementFormulas) {
   for (DType type : AllWeightTypes()) {
     SCOPED_TRACE(DTypeName(type));
     const int64_t n = 512;
-    // Random bytes exercise every bit of the layout, not just quantizer output.
-    std::vector<uint8_t> bytes(RowBytes(type, n));
-    std::mt19937 rng(7);
-    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-    if (type == DType::kF32 || type == DType::kF16 || type == DType::kBF16) {
-      const std::vector<float> v = RandomVec(n, 8);
-      QuantizeRow(type, v.data(), bytes.data(), n);  // avoid NaN patterns
-    } else {
-      // Keep fp16 scale fields finite: clear their exponent's top bit.
-      const DTypeInfo info = GetDTypeInfo(type);
-      std::vector<int> scale_offsets;
-      if (type == DType::kQ6_K)
-        scale_offsets = {208};
-      else if (IsKQuant(type))
-        scale_offsets = {0, 2};
-      else if (type == DType::kQ4_1 || type == DType::kQ5_1)
-        scale_offsets = {0, 2};
-      else
-        scale_offsets = {0};
-      for (size_t b = 0; b < bytes.size(); b += info.block_bytes) {
-        for (int off : scale_offsets) bytes[b + static_cast<size_t>(off) + 1] &= 0x3F;
-      }
-    }
+    const std::vector<uint8_t> bytes = RandomBlockBytes(type, n, 7);
     std::vector<float> got(static_cast<size_t>(n));
     DequantizeRow(type, bytes.data(), got.data(), n);
     const std::vector<double> ref = RefDequant(type, bytes.data(), n);
@@ -674,6 +680,36 @@ TEST(Q8_32Test, PathsWriteTheReferenceBytes) {
       EXPECT_EQ(0, std::memcmp(ref[b].q, got[b].q, 32)) << IsaName(isa) << " block " << b;
       EXPECT_EQ(0, std::memcmp(&ref[b].d, &got[b].d, 4)) << IsaName(isa) << " block " << b;
       EXPECT_EQ(ref[b].sum, got[b].sum) << IsaName(isa) << " block " << b;
+    }
+  }
+  SetActiveIsa(AvailableIsas().back());
+}
+
+TEST(MatMulPathsTest, RandomBlockBytesGiveTheSameBitsOnEveryPath) {
+  // Any bytes a file may hold (Q8_0's -128, Q6_K scales of -128, every
+  // fifth-bit pattern) stay within the integer kernels' exact ranges: every
+  // path, decode- and prompt-sized, returns the scalar reference's bits.
+  ThreadPool pool(2);
+  for (DType type : AllWeightTypes()) {
+    if (GetDTypeInfo(type).block_values == 1) continue;
+    SCOPED_TRACE(DTypeName(type));
+    const int64_t n_cols = 512, n_rows = 19;
+    std::vector<uint8_t> bytes;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const std::vector<uint8_t> row = RandomBlockBytes(type, n_cols, static_cast<uint32_t>(100 + r));
+      bytes.insert(bytes.end(), row.begin(), row.end());
+    }
+    const Matrix m{type, bytes.data(), n_cols, n_rows, RowBytes(type, n_cols)};
+    for (int64_t n_tokens : {1, 3, 29}) {
+      const std::vector<float> x = RandomVec(n_tokens * n_cols, 33, 4.0f);
+      ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
+      const std::vector<float> ref = MatMulChunked(m, x, n_tokens, n_tokens, &pool);
+      for (Isa isa : AvailableIsas()) {
+        ASSERT_TRUE(SetActiveIsa(isa));
+        const std::vector<float> got = MatMulChunked(m, x, n_tokens, n_tokens, &pool);
+        EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * 4))
+            << IsaName(isa) << ", " << n_tokens << " tokens";
+      }
     }
   }
   SetActiveIsa(AvailableIsas().back());
