@@ -22,6 +22,7 @@ namespace mx::kernels {
 namespace {
 
 constexpr int64_t kTokenBlock = 96;          // tokens per task above the decode sizes
+constexpr int64_t kIntTokenBlock = 512;      // the same for the integer path
 constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
 constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
@@ -102,8 +103,11 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   s.act = ActFor(j.w.type);
   s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type) || s.act != Act::kF32;
   s.qx = nullptr;
-  // Token blocks: all tokens for decode-sized calls, else kTokenBlock each.
-  s.token_block = j.n_tokens <= kTokenBlock ? j.n_tokens : kTokenBlock;
+  // Token blocks: all tokens for decode-sized calls, else kTokenBlock each;
+  // the integer path packs each row block into panels once per task, so its
+  // tasks take up to kIntTokenBlock tokens (their activations stay in L2).
+  const int64_t token_block = s.act == Act::kF32 ? kTokenBlock : kIntTokenBlock;
+  s.token_block = j.n_tokens <= token_block ? j.n_tokens : token_block;
   s.n_token_blocks = CeilDiv(j.n_tokens, s.token_block);
   // Row blocks: enough tasks for every thread, bounded by the panel size.
   s.panel_stride = (n_cols + 15) / 16 * 16;
