@@ -469,9 +469,15 @@ void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out) {
     for (int i = 0; i < 16; ++i) {
       __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * i)));
       q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
-      const __m128i q8 = _mm512_cvtepi32_epi8(q);
-      _mm_store_si128(reinterpret_cast<__m128i*>(b.q + 16 * i), q8);
-      b.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(b.q + 16 * i), _mm512_cvtepi32_epi8(q));
+    }
+    // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane.
+    for (int v = 0; v < 4; ++v) {
+      const __m512i u = _mm512_xor_si512(_mm512_load_si512(b.q + 64 * v), _mm512_set1_epi8(static_cast<char>(0x80)));
+      alignas(64) uint64_t eight[8];
+      _mm512_store_si512(eight, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+      for (int g = 0; g < 4; ++g)
+        b.bsums[4 * v + g] = static_cast<int16_t>(static_cast<int>(eight[2 * g] + eight[2 * g + 1]) - 16 * 128);
     }
     b.d = 1.0f / iscale;
   }
