@@ -67,6 +67,21 @@ inline void KScaleMin(int s, const uint8_t* q, int* sc, int* m) {
   }
 }
 
+// All 8 six-bit scales and mins of a Q4_K / Q5_K block at once (KScaleMin
+// for s = 0..7): byte s of .sc / .m, four bytes at a time.
+struct KScalesMins {
+  uint64_t sc, m;
+};
+inline KScalesMins KScalesMinsOf(const uint8_t* block) {
+  uint32_t u[3];
+  std::memcpy(u, block + 4, 12);
+  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+  return {static_cast<uint64_t>(u[0] & k6) |
+              static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32,
+          static_cast<uint64_t>(u[1] & k6) |
+              static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32};
+}
+
 // Q4_K (kFive = false) / Q5_K: x = (d * sc) * q - dmin * m, in that f32 order.
 template <class Cvt, bool kFive>
 void DequantBlockQxK(const uint8_t* __restrict b, float* __restrict y) {

@@ -223,16 +223,9 @@ struct BlockQxK {
   };
   static Head Prepare(const uint8_t* b) {
     Head h;
-    // The 12 scale bytes q hold 8 six-bit scales and mins: s < 4: sc = q[s]
-    // & 63, m = q[s + 4] & 63; s >= 4: sc = q[s + 4] & 15 | (q[s - 4] >> 6)
-    // << 4, m = q[s + 4] >> 4 | (q[s] >> 6) << 4. Four bytes at a time:
-    uint32_t u[3];
-    std::memcpy(u, b + 4, 12);
-    constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-    const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
-                        static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
-    const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
-                       static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+    // The 8 six-bit scales and mins (dequant_blocks.h KScalesMinsOf).
+    const KScalesMins k = KScalesMinsOf(b);
+    const uint64_t sc = k.sc, m = k.m;
     auto floats = [](uint64_t bytes) {
       return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
     };

@@ -4,6 +4,7 @@
 // kTokens tokens: vpmaddubsw (u8 x s8, pairs to int16, exact), vpmaddwd with
 // the sub-block scales (int32, exact), a horizontal integer sum, then the
 // block's f32 step of qdot_blocks.h for that (row, token).
+#include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx2.h"
 
@@ -64,13 +65,8 @@ static inline void Unpack(const uint8_t* b, RowBlock* rb) {
     rb->dmin = 0.0f;
     return;
   }
-  uint32_t u[3];
-  std::memcpy(u, b + 4, 12);
-  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-  const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
-                      static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
-  const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
-                     static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+  const KScalesMins k = KScalesMinsOf(b);
+  const uint64_t sc = k.sc, m = k.m;
   const uint8_t* qs = b + (kType == kQ5K ? 48 : 16);
   const __m256i qh = kType == kQ5K ? Load32(b + 16) : _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {

@@ -12,6 +12,7 @@
 // Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
 // float step per output element is the same in every tile, so results never
 // depend on the tiling (batch invariance).
+#include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
 
@@ -39,15 +40,8 @@ struct RowK {
   __m256i mins;
 };
 static inline RowK PrepareK(const uint8_t* b) {
-  // 12 scale bytes q: s < 4: sc = q[s] & 63, m = q[s + 4] & 63; s >= 4:
-  // sc = q[s + 4] & 15 | (q[s - 4] >> 6) << 4, m = q[s + 4] >> 4 | (q[s] >> 6) << 4.
-  uint32_t u[3];
-  std::memcpy(u, b + 4, 12);
-  constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-  const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
-                      static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
-  const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
-                     static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+  const KScalesMins k = KScalesMinsOf(b);
+  const uint64_t sc = k.sc, m = k.m;
   RowK r;
   r.sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -282,13 +276,8 @@ void PackRow(const uint8_t* b, int r, PanelBlock* p) {
     p->dmin[r] = 0.0f;
   } else {
     for (int c = 0; c < 4; ++c) q[c] = ChunkK<kType>(b, c);
-    uint32_t u[3];
-    std::memcpy(u, b + 4, 12);
-    constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
-    const uint64_t sc = static_cast<uint64_t>(u[0] & k6) |
-                        static_cast<uint64_t>((u[2] & k4) | (((u[0] >> 6) & k2) << 4)) << 32;
-    const uint64_t m = static_cast<uint64_t>(u[1] & k6) |
-                       static_cast<uint64_t>(((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4)) << 32;
+    const KScalesMins k = KScalesMinsOf(b);
+    const uint64_t sc = k.sc, m = k.m;
     for (int j = 0; j < 8; ++j) {
       p->sc[j][r] = static_cast<int32_t>((sc >> (8 * j)) & 0xFF);
       const int mj = static_cast<int>((m >> (8 * j)) & 0xFF);
