@@ -78,6 +78,7 @@ Block* ActBuffer(size_t n_blocks) {
 // Quantizing fewer values than this many 32s runs on the caller (decode sizes).
 constexpr int64_t kQuantizeInline32s = 512;
 constexpr int64_t kQuantizeTokens = 16;  // tokens per quantization task
+constexpr size_t kMaxGatherRowBytes = 0x7FFFFFFF / 16;
 
 }  // namespace
 
@@ -207,16 +208,23 @@ void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, in
   const float* xb = j.x + t0 * j.ldx;
   float* yb = j.y + t0 * j.ldy + r0;
   const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
-  if (s.act == Act::kQ8K) {
-    const int64_t n_blocks = w.n_cols / internal::kQ8KValues;
-    const auto* a = static_cast<const internal::Q8KBlock*>(s.qx) + t0 * n_blocks;
-    ops.qgemm(w.type, wb, w.row_bytes, rows, n_blocks, a, n_blocks, tokens, yb, j.ldy);
-    return;
-  }
-  if (s.act == Act::kQ8_32) {
-    const int64_t n_blocks = w.n_cols / internal::kQ8Block32Values;
-    const auto* a = static_cast<const internal::Q8Block32*>(s.qx) + t0 * n_blocks;
-    ops.qgemm32(w.type, wb, w.row_bytes, rows, n_blocks, a, n_blocks, tokens, yb, j.ldy);
+  if (s.act != Act::kF32) {
+    // The integer kernels gather block headers of up to 16 rows with 32-bit
+    // offsets; rows longer than that allows (hundreds of MB) go one at a time.
+    const int64_t step = w.row_bytes > kMaxGatherRowBytes ? 1 : rows;
+    for (int64_t r = 0; r < rows; r += step) {
+      const uint8_t* wr = wb + static_cast<size_t>(r) * w.row_bytes;
+      const int64_t n = std::min(step, rows - r);
+      if (s.act == Act::kQ8K) {
+        const int64_t n_blocks = w.n_cols / internal::kQ8KValues;
+        const auto* a = static_cast<const internal::Q8KBlock*>(s.qx) + t0 * n_blocks;
+        ops.qgemm(w.type, wr, w.row_bytes, n, n_blocks, a, n_blocks, tokens, yb + r, j.ldy);
+      } else {
+        const int64_t n_blocks = w.n_cols / internal::kQ8Block32Values;
+        const auto* a = static_cast<const internal::Q8Block32*>(s.qx) + t0 * n_blocks;
+        ops.qgemm32(w.type, wr, w.row_bytes, n, n_blocks, a, n_blocks, tokens, yb + r, j.ldy);
+      }
+    }
     return;
   }
   if (s.try_direct &&
