@@ -10,6 +10,7 @@
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/tile_sweep.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -83,53 +84,26 @@ void Tile(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, in
   }
 }
 
-// Rows [0, n_rows) for RN tokens: full tiles of RM rows, then one smaller one.
-template <class L, int RN, int M>
-void RemainderTile(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x,
-                   int64_t ldx, float* y, int64_t ldy) {
-  if constexpr (M > 0) {
-    if (rem == M) {
-      Tile<L, M, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
-    } else {
-      RemainderTile<L, RN, M - 1>(rem, w, row_bytes, n_cols, x, ldx, y, ldy);
-    }
+// One product's register tiles for SweepTiles (tile_sweep.h).
+template <class L>
+struct Tiles {
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t n_cols;
+  const float* x;
+  int64_t ldx;
+  float* y;
+  int64_t ldy;
+  template <int RM, int RN>
+  void Run(int64_t r, int64_t t) const {
+    Tile<L, RM, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_cols, x + t * ldx, ldx,
+                    y + t * ldy + r, ldy);
   }
-}
-template <class L, int RN>
-void RowSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols, const float* x,
-              int64_t ldx, float* y, int64_t ldy) {
-  constexpr int kRows = RN == 1 ? 8 : 4;  // decode: more rows for more independent chains
-  int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) {
-    Tile<L, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_cols, x, ldx, y + r,
-                       ldy);
-  }
-  RemainderTile<L, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
-                                  n_cols, x, ldx, y + r, ldy);
-}
-
-// All tokens: tiles of kMaxTokens, then one smaller tile. The token tile is
-// the outer loop so its activations stay in L1 while the rows stream by.
-template <class L, int RN>
-void TokenRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
-                    const float* x, int64_t ldx, float* y, int64_t ldy) {
-  if constexpr (RN > 0) {
-    if (rem == RN) {
-      RowSweep<L, RN>(w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
-    } else {
-      TokenRemainder<L, RN - 1>(rem, w, row_bytes, n_rows, n_cols, x, ldx, y, ldy);
-    }
-  }
-}
+};
 template <class L, int kMaxTokens>
 void Sweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols, const float* x,
            int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
-  int64_t t = 0;
-  for (; t + kMaxTokens <= n_tokens; t += kMaxTokens) {
-    RowSweep<L, kMaxTokens>(w, row_bytes, n_rows, n_cols, x + t * ldx, ldx, y + t * ldy, ldy);
-  }
-  TokenRemainder<L, kMaxTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_cols, x + t * ldx, ldx,
-                                    y + t * ldy, ldy);
+  SweepTiles<kMaxTokens>(n_rows, n_tokens, Tiles<L>{w, row_bytes, n_cols, x, ldx, y, ldy});
 }
 
 // fp16 scales through F16C (never core/fp16.h's inline functions, see isa.h).

@@ -12,6 +12,7 @@
 // its f32 step is the same, so the tiling never changes a result.
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
+#include "kernels/tile_sweep.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -126,49 +127,26 @@ void Tile32(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8Block3
   for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-template <int kType, int RN, int M>
-void Remainder32(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_blocks,
-                 const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
-  if constexpr (M > 0) {
-    if (rem == M) {
-      Tile32<kType, M, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
-    } else {
-      Remainder32<kType, RN, M - 1>(rem, w, row_bytes, n_blocks, a, lda, y, ldy);
-    }
+// The decode-sized tiles of one product for SweepTiles (tile_sweep.h).
+template <int kType>
+struct Tiles32 {
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t n_blocks;
+  const Q8Block32* a;
+  int64_t lda;
+  float* y;
+  int64_t ldy;
+  template <int RM, int RN>
+  void Run(int64_t r, int64_t t) const {
+    Tile32<kType, RM, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a + t * lda,
+                          lda, y + t * ldy + r, ldy);
   }
-}
-template <int kType, int RN>
-void Rows32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-            const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
-  constexpr int kRows = RN == 1 ? 8 : 4;
-  int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) {
-    Tile32<kType, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a, lda,
-                             y + r, ldy);
-  }
-  Remainder32<kType, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
-                                    n_blocks, a, lda, y + r, ldy);
-}
-template <int kType, int RN>
-void TokenRemainder32(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                      int64_t n_blocks, const Q8Block32* a, int64_t lda, float* y, int64_t ldy) {
-  if constexpr (RN > 0) {
-    if (rem == RN) {
-      Rows32<kType, RN>(w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
-    } else {
-      TokenRemainder32<kType, RN - 1>(rem, w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
-    }
-  }
-}
+};
 template <int kType>
 void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
              const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kTokens = 4;
-  int64_t t = 0;
-  for (; t + kTokens <= n_tokens; t += kTokens)
-    Rows32<kType, kTokens>(w, row_bytes, n_rows, n_blocks, a + t * lda, lda, y + t * ldy, ldy);
-  TokenRemainder32<kType, kTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_blocks, a + t * lda,
-                                       lda, y + t * ldy, ldy);
+  SweepTiles<4>(n_rows, n_tokens, Tiles32<kType>{w, row_bytes, n_blocks, a, lda, y, ldy});
 }
 
 // ------------------------------------------------------------ prompt panels
@@ -235,17 +213,21 @@ void PanelTile32(const Panel32* p, int64_t n_blocks, const Q8Block32* a, int64_t
   for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
 }
 
-template <int kType, int RN>
-void PanelRemainder32(int64_t rem, const Panel32* p, int64_t n_blocks, const Q8Block32* a,
-                      int64_t lda, int rows, float* y, int64_t ldy) {
-  if constexpr (RN > 0) {
-    if (rem == RN) {
-      PanelTile32<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
-    } else {
-      PanelRemainder32<kType, RN - 1>(rem, p, n_blocks, a, lda, rows, y, ldy);
-    }
+// One packed 16-row group's token tiles for SweepTokens (tile_sweep.h).
+template <int kType>
+struct PanelTiles32 {
+  const Panel32* p;
+  int64_t n_blocks;
+  const Q8Block32* a;
+  int64_t lda;
+  int rows;
+  float* y;
+  int64_t ldy;
+  template <int RN>
+  void Run(int64_t t) const {
+    PanelTile32<kType, RN>(p, n_blocks, a + t * lda, lda, rows, y + t * ldy, ldy);
   }
-}
+};
 
 template <int kType>
 void PanelSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
@@ -260,13 +242,8 @@ void PanelSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_
   }
   for (int64_t g = 0; g < n_groups; ++g) {
     const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
-    const Panel32* p = panel + g * n_blocks;
-    float* yg = y + g * kPanelRows;
-    int64_t t = 0;
-    for (; t + kTokens <= n_tokens; t += kTokens)
-      PanelTile32<kType, kTokens>(p, n_blocks, a + t * lda, lda, rows, yg + t * ldy, ldy);
-    PanelRemainder32<kType, kTokens - 1>(n_tokens - t, p, n_blocks, a + t * lda, lda, rows,
-                                         yg + t * ldy, ldy);
+    SweepTokens<kTokens>(n_tokens, PanelTiles32<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
+                                                       y + g * kPanelRows, ldy});
   }
 }
 

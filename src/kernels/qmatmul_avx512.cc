@@ -15,6 +15,7 @@
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
+#include "kernels/tile_sweep.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -187,52 +188,26 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
   for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-// Rows [0, n_rows) for RN tokens: tiles of kRows rows, then one smaller one.
-template <int kType, int RN, int M>
-void QRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_blocks,
-                const Q8KBlock* a, int64_t lda, float* y, int64_t ldy) {
-  if constexpr (M > 0) {
-    if (rem == M) {
-      QTile<kType, M, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
-    } else {
-      QRemainder<kType, RN, M - 1>(rem, w, row_bytes, n_blocks, a, lda, y, ldy);
-    }
+// The decode-sized tiles of one product for SweepTiles (tile_sweep.h).
+template <int kType>
+struct QTiles {
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t n_blocks;
+  const Q8KBlock* a;
+  int64_t lda;
+  float* y;
+  int64_t ldy;
+  template <int RM, int RN>
+  void Run(int64_t r, int64_t t) const {
+    QTile<kType, RM, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a + t * lda,
+                         lda, y + t * ldy + r, ldy);
   }
-}
-template <int kType, int RN>
-void QRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks, const Q8KBlock* a,
-           int64_t lda, float* y, int64_t ldy) {
-  constexpr int kRows = RN == 1 ? 8 : 4;
-  int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) {
-    QTile<kType, kRows, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a, lda,
-                            y + r, ldy);
-  }
-  QRemainder<kType, RN, kRows - 1>(n_rows - r, w + static_cast<size_t>(r) * row_bytes, row_bytes,
-                                   n_blocks, a, lda, y + r, ldy);
-}
-template <int kType, int RN>
-void QTokenRemainder(int64_t rem, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                     int64_t n_blocks, const Q8KBlock* a, int64_t lda, float* y, int64_t ldy) {
-  if constexpr (RN > 0) {
-    if (rem == RN) {
-      QRows<kType, RN>(w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
-    } else {
-      QTokenRemainder<kType, RN - 1>(rem, w, row_bytes, n_rows, n_blocks, a, lda, y, ldy);
-    }
-  }
-}
-// Token tiles outer (their activations stay in L1 while the rows stream by).
+};
 template <int kType>
 void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
             const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kTokens = 4;
-  int64_t t = 0;
-  for (; t + kTokens <= n_tokens; t += kTokens) {
-    QRows<kType, kTokens>(w, row_bytes, n_rows, n_blocks, a + t * lda, lda, y + t * ldy, ldy);
-  }
-  QTokenRemainder<kType, kTokens - 1>(n_tokens - t, w, row_bytes, n_rows, n_blocks, a + t * lda,
-                                      lda, y + t * ldy, ldy);
+  SweepTiles<4>(n_rows, n_tokens, QTiles<kType>{w, row_bytes, n_blocks, a, lda, y, ldy});
 }
 
 // ------------------------------------------------------------ prompt panels
@@ -361,17 +336,21 @@ void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t
   for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
 }
 
-template <int kType, int RN>
-void PanelTokenRemainder(int64_t rem, const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a,
-                         int64_t lda, int rows, float* y, int64_t ldy) {
-  if constexpr (RN > 0) {
-    if (rem == RN) {
-      PanelTile<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
-    } else {
-      PanelTokenRemainder<kType, RN - 1>(rem, p, n_blocks, a, lda, rows, y, ldy);
-    }
+// One packed 16-row group's token tiles for SweepTokens (tile_sweep.h).
+template <int kType>
+struct PanelTiles {
+  const PanelBlock* p;
+  int64_t n_blocks;
+  const Q8KBlock* a;
+  int64_t lda;
+  int rows;
+  float* y;
+  int64_t ldy;
+  template <int RN>
+  void Run(int64_t t) const {
+    PanelTile<kType, RN>(p, n_blocks, a + t * lda, lda, rows, y + t * ldy, ldy);
   }
-}
+};
 
 // Panel route: 16-row groups packed once, every token tile over each group.
 template <int kType>
@@ -387,13 +366,8 @@ void PanelSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_bl
   }
   for (int64_t g = 0; g < n_groups; ++g) {
     const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
-    const PanelBlock* p = panel + g * n_blocks;
-    float* yg = y + g * kPanelRows;
-    int64_t t = 0;
-    for (; t + kTokens <= n_tokens; t += kTokens)
-      PanelTile<kType, kTokens>(p, n_blocks, a + t * lda, lda, rows, yg + t * ldy, ldy);
-    PanelTokenRemainder<kType, kTokens - 1>(n_tokens - t, p, n_blocks, a + t * lda, lda, rows,
-                                           yg + t * ldy, ldy);
+    SweepTokens<kTokens>(n_tokens, PanelTiles<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
+                                                     y + g * kPanelRows, ldy});
   }
 }
 
