@@ -218,7 +218,9 @@ class PathTest : public ::testing::TestWithParam<Isa> {
   void SetUp() override { ASSERT_TRUE(SetActiveIsa(GetParam())); }
   void TearDown() override { SetActiveIsa(AvailableIsas().back()); }
 };
-inline std::string PathName(const ::testing::TestParamInfo<Isa>& info) { return IsaName(info.param); }
+inline std::string PathName(const ::testing::TestParamInfo<Isa>& info) {
+  return IsaName(info.param);
+}
 
 #define MX_PATH_SUITE(suite) \
   INSTANTIATE_TEST_SUITE_P(Paths, suite, ::testing::ValuesIn(AvailableIsas()), PathName)
@@ -259,8 +261,8 @@ inline double DotTolerance(int64_t n, double abs_sum) {
 }
 
 // y of n_tokens computed as separate calls of `chunk` tokens each.
-inline std::vector<float> MatMulChunked(const Matrix& m, const std::vector<float>& x, int64_t n_tokens,
-                                 int64_t chunk, ThreadPool* pool) {
+inline std::vector<float> MatMulChunked(const Matrix& m, const std::vector<float>& x,
+                                        int64_t n_tokens, int64_t chunk, ThreadPool* pool) {
   std::vector<float> y(static_cast<size_t>(n_tokens * m.n_rows));
   for (int64_t t = 0; t < n_tokens; t += chunk) {
     const int64_t n = std::min(chunk, n_tokens - t);

@@ -51,8 +51,8 @@ inline void QxKSums(const uint8_t* __restrict b, const Q8KBlock& __restrict a, i
       p1 += ((q[l] >> 4) + hi1) * x[32 + l];
     }
     sum += sc0 * p0 + sc1 * p1;
-    mins += m0 * (a.bsums[4 * c] + a.bsums[4 * c + 1]) +
-            m1 * (a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
+    mins +=
+        m0 * (a.bsums[4 * c] + a.bsums[4 * c + 1]) + m1 * (a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
   }
   *s = sum;
   *m = mins;
@@ -192,17 +192,16 @@ void QGemm32Portable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_r
   const uint32_t type_id = static_cast<uint32_t>(type);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {
-      y[t * ldy + r] = QDotRow32<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes,
-                                      a + t * lda, n_blocks);
+      y[t * ldy + r] =
+          QDotRow32<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes, a + t * lda, n_blocks);
     }
   }
 }
 
 // isa.h QGemmFn in plain C++.
 template <class Cvt>
-void QGemmPortable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                   int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
-                   int64_t ldy) {
+void QGemmPortable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                   const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   const uint32_t type_id = static_cast<uint32_t>(type);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {

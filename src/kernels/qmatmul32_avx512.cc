@@ -26,7 +26,11 @@ using avx512::ThreadScratch;
 
 constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
 template <int kType>
-constexpr int kBytes32 = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+constexpr int kBytes32 = kType == kQ8_0
+                             ? 34
+                             : (kType == kQ4_0
+                                    ? 18
+                                    : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
 template <int kType>
 constexpr int kOffset = kType == kQ8_0 ? 128 : (kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0));
 template <int kType>
@@ -35,7 +39,9 @@ template <int kType>
 constexpr bool kFive = kType == kQ5_0 || kType == kQ5_1;
 // Byte offset of the packed values in a block.
 template <int kType>
-constexpr int kQs = kType == kQ8_0 ? 2 : (kFive<kType> ? (kHasMin<kType> ? 8 : 6) : (kHasMin<kType> ? 4 : 2));
+constexpr int kQs = kType == kQ8_0
+                        ? 2
+                        : (kFive<kType> ? (kHasMin<kType> ? 8 : 6) : (kHasMin<kType> ? 4 : 2));
 
 static inline __m256i Load32B(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -49,7 +55,8 @@ static inline __m128i Load16B(const uint8_t* p) {
 template <int kType>
 static inline __m512i Values2(const uint8_t* b0, const uint8_t* b1) {
   if constexpr (kType == kQ8_0) {
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Load32B(b0 + 2)), Load32B(b1 + 2), 1);
+    const __m512i q =
+        _mm512_inserti64x4(_mm512_castsi256_si512(Load32B(b0 + 2)), Load32B(b1 + 2), 1);
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128
   } else {
     // 128-bit lanes: [b0 qs, b0 qs, b1 qs, b1 qs] >> [0, 4, 0, 4], low nibbles.
@@ -76,7 +83,8 @@ static inline __m512i Activations2(const Q8Block32& a0, const Q8Block32& a1) {
 
 // The f32 step of one block for the RM rows in the lanes of acc.
 template <int kType, int RM>
-static inline __m256 Step(__m256 acc, __m256i s, const Q8Block32& x, const uint8_t* b0, size_t row_bytes) {
+static inline __m256 Step(__m256 acc, __m256i s, const Q8Block32& x, const uint8_t* b0,
+                          size_t row_bytes) {
   const __m256i heads = GatherHeads<RM>(b0, row_bytes, 0);
   const __m256 dx = _mm256_set1_ps(x.d);
   s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<kType> * x.sum));
@@ -110,7 +118,8 @@ void Tile32(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8Block3
 #pragma GCC unroll 4
       for (int t = 0; t < RN; ++t) {
         const Q8Block32* x = a + t * lda + ib;
-        dot[t][r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, Activations2(x[0], pair ? x[1] : x[0]));
+        dot[t][r] =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, Activations2(x[0], pair ? x[1] : x[0]));
       }
     }
 #pragma GCC unroll 4
@@ -234,14 +243,17 @@ void PanelSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_
                   const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   constexpr int kTokens = 8;
   const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
-  Panel32* panel = static_cast<Panel32*>(ThreadScratch(static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel32)));
+  Panel32* panel = static_cast<Panel32*>(
+      ThreadScratch(static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel32)));
   for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
+                                                                           : kPanelRows);
     Pack32<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
                   panel + g * n_blocks);
   }
   for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
+                                                                           : kPanelRows);
     SweepTokens<kTokens>(n_tokens, PanelTiles32<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
                                                        y + g * kPanelRows, ldy});
   }
@@ -261,9 +273,8 @@ void Gemm32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks
 
 }  // namespace
 
-void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                   int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
-                   int64_t ldy) {
+void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                   const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kQ8_0:
       return Gemm32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);

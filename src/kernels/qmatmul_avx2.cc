@@ -53,8 +53,10 @@ static inline void Unpack(const uint8_t* b, RowBlock* rb) {
       };
       rb->q[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), high(0));
       rb->q[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), high(2));
-      rb->q[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), high(4));
-      rb->q[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high(6));
+      rb->q[4 * n + 2] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), high(4));
+      rb->q[4 * n + 3] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high(6));
     }
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     for (int v = 0; v < 8; ++v) {
@@ -75,15 +77,19 @@ static inline void Unpack(const uint8_t* b, RowBlock* rb) {
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
     if constexpr (kType == kQ5K) {
       const __m256i one = _mm256_set1_epi8(1);
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      lo = _mm256_or_si256(
+          lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi = _mm256_or_si256(
+          hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
     }
     rb->q[2 * c] = lo;
     rb->q[2 * c + 1] = hi;
   }
-  for (int j = 0; j < 8; ++j) rb->sc[j] = _mm256_set1_epi16(static_cast<short>((sc >> (8 * j)) & 0xFF));
+  for (int j = 0; j < 8; ++j)
+    rb->sc[j] = _mm256_set1_epi16(static_cast<short>((sc >> (8 * j)) & 0xFF));
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  rb->mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
+  rb->mins =
+      _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m)), dup));
   rb->d = HalfValue(b);
   rb->dmin = HalfValue(b + 2);
 }
@@ -94,7 +100,8 @@ static inline float Step(const RowBlock& rb, const Q8KBlock& x, float acc) {
   __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int v = 0; v < 8; ++v) {
-    const __m256i p = _mm256_maddubs_epi16(rb.q[v], Load32(reinterpret_cast<const uint8_t*>(x.q) + 32 * v));
+    const __m256i p =
+        _mm256_maddubs_epi16(rb.q[v], Load32(reinterpret_cast<const uint8_t*>(x.q) + 32 * v));
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, rb.sc[v]));
   }
   const __m256i bs = Load32(reinterpret_cast<const uint8_t*>(x.bsums));
@@ -110,8 +117,8 @@ static inline float Step(const RowBlock& rb, const Q8KBlock& x, float acc) {
 }
 
 template <int kType>
-void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks, const Q8KBlock* a,
+            int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   constexpr int kBytes = kBlockBytes<kType>;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
     const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
@@ -152,17 +159,19 @@ static inline RowBlock32 Unpack32(const uint8_t* b) {
   constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
   constexpr bool five = kType == kQ5_0 || kType == kQ5_1;
   if (has_min) rb.m = HalfValue(b + 2);
-  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (five ? (has_min ? 8 : 6) : (has_min ? 4 : 2))));
+  const __m128i qs = _mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(b + (five ? (has_min ? 8 : 6) : (has_min ? 4 : 2))));
   const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m256i u = _mm256_setr_m128i(_mm_and_si128(qs, low4), _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+  __m256i u =
+      _mm256_setr_m128i(_mm_and_si128(qs, low4), _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
   if constexpr (five) {
     uint32_t qh;
     std::memcpy(&qh, b + (has_min ? 4 : 2), 4);
     // Byte j takes bit j of qh: spread the 4 bytes over their 8-byte groups, test one bit each.
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(static_cast<int>(qh)),
-        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                         3, 3, 3, 3, 3, 3));
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
@@ -185,11 +194,14 @@ static inline __m256i SumRows8(const __m256i (&v)[8]) {
 template <int kType>
 void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, const Q8Block32* a,
               int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kB = kType == kQ8_0 ? 34 : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+  constexpr int kB =
+      kType == kQ8_0 ? 34
+                     : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
   constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
   constexpr int o = kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0);
   alignas(32) int32_t off[8];
-  for (int r = 0; r < 8; ++r) off[r] = r < rows ? static_cast<int32_t>(static_cast<size_t>(r) * row_bytes) : 0;
+  for (int r = 0; r < 8; ++r)
+    off[r] = r < rows ? static_cast<int32_t>(static_cast<size_t>(r) * row_bytes) : 0;
   const __m256i offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokens) {
     const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
@@ -198,17 +210,20 @@ void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, co
     for (int64_t ib = 0; ib < n_blocks; ++ib) {
       const uint8_t* b0 = w + ib * kB;
       __m256i q[8];
-      for (int r = 0; r < 8; ++r) q[r] = Unpack32<kType>(b0 + (r < rows ? static_cast<size_t>(r) * row_bytes : 0)).q;
+      for (int r = 0; r < 8; ++r)
+        q[r] = Unpack32<kType>(b0 + (r < rows ? static_cast<size_t>(r) * row_bytes : 0)).q;
       const __m256i heads = _mm256_i32gather_epi32(reinterpret_cast<const int*>(b0), offsets, 1);
       const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
-          _mm256_shuffle_epi8(heads, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                      0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
+          _mm256_shuffle_epi8(
+              heads, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                      1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)),
           _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))));
       __m256 m = _mm256_setzero_ps();
       if constexpr (has_min) {
         m = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
-            _mm256_shuffle_epi8(heads, _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                        2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)),
+            _mm256_shuffle_epi8(heads, _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1,
+                                                        -1, -1, -1, -1, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                        -1, -1, -1, -1, -1, -1, -1, -1)),
             _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7))));
       }
       for (int t = 0; t < nt; ++t) {
@@ -217,16 +232,17 @@ void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, co
         __m256i p[8];
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
-          const __m256i pairs = kType == kQ8_0
-                                    ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]), _mm256_sign_epi8(xa, q[r]))
-                                    : _mm256_maddubs_epi16(q[r], xa);
+          const __m256i pairs = kType == kQ8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]),
+                                                                      _mm256_sign_epi8(xa, q[r]))
+                                               : _mm256_maddubs_epi16(q[r], xa);
           p[r] = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
         }
         const __m256i s = _mm256_sub_epi32(SumRows8(p), _mm256_set1_epi32(o * x.sum));
         const __m256 dx = _mm256_set1_ps(x.d);
         acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(s), acc[t]);
         if constexpr (has_min) {
-          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, m), _mm256_set1_ps(static_cast<float>(x.sum)), acc[t]);
+          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, m), _mm256_set1_ps(static_cast<float>(x.sum)),
+                                   acc[t]);
         }
       }
     }
@@ -250,9 +266,8 @@ void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_block
 
 }  // namespace
 
-void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                 int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
-                 int64_t ldy) {
+void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                 const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kQ8_0:
       return Sweep32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);

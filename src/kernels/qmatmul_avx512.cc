@@ -69,8 +69,8 @@ static inline __m512i ChunkK(const uint8_t* b, int c) {
 }
 // int16 lane i of chunk c's scale vector: sub-block 2c + i / 16.
 static inline __m512i ScalesK(const RowK& r, int c) {
-  return _mm512_permutexvar_epi16(Halves16(static_cast<short>(2 * c), static_cast<short>(2 * c + 1)),
-                                  r.sc);
+  return _mm512_permutexvar_epi16(
+      Halves16(static_cast<short>(2 * c), static_cast<short>(2 * c + 1)), r.sc);
 }
 
 // A Q6_K block's values as unsigned bytes (0..63) in value order, 64 per
@@ -90,10 +90,10 @@ static inline void UnpackQ6K(const uint8_t* b, __m512i (&q)[4]) {
 }
 // int16 lane i of vector c's scale vector: scale 4c + i / 8 (16 values each).
 static inline __m512i ScalesQ6K(__m512i sc16, int c) {
-  const __m512i idx = _mm512_cvtepu8_epi16(_mm256_add_epi8(
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                       3, 3, 3, 3, 3, 3, 3),
-      _mm256_set1_epi8(static_cast<char>(4 * c))));
+  const __m512i idx = _mm512_cvtepu8_epi16(
+      _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                       2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                      _mm256_set1_epi8(static_cast<char>(4 * c))));
   return _mm512_permutexvar_epi16(idx, sc16);
 }
 
@@ -135,7 +135,8 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
 #pragma GCC unroll 8
         for (int t = 0; t < RN; ++t) {
           // The -32 offset: 32 * sum_j sc_j * (sum of a over j), folded in exactly.
-          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
+          const __m256i bs =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
           const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
           sum[t][r] = _mm512_sub_epi32(s[t], _mm512_zextsi256_si512(off));
         }
@@ -156,7 +157,8 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
         }
 #pragma GCC unroll 8
         for (int t = 0; t < RN; ++t) {
-          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
+          const __m256i bs =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
           sum[t][r] = FoldHalves(s[t], _mm256_madd_epi16(rk.mins, bs));
         }
       }
@@ -205,8 +207,8 @@ struct QTiles {
   }
 };
 template <int kType>
-void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks, const Q8KBlock* a,
+            int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   SweepTiles<4>(n_rows, n_tokens, QTiles<kType>{w, row_bytes, n_blocks, a, lda, y, ldy});
 }
 
@@ -234,8 +236,9 @@ PanelBlock* PanelStorage(size_t n) {
 }
 
 static inline int32_t Pair16(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint16_t>(static_cast<int16_t>(lo)) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16));
+  return static_cast<int32_t>(
+      static_cast<uint16_t>(static_cast<int16_t>(lo)) |
+      (static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16));
 }
 
 // Row `r` of panel block `p` from the weight block at b.
@@ -262,8 +265,9 @@ void PackRow(const uint8_t* b, int r, PanelBlock* p) {
     p->dmin[r] = HalfValue(b + 2);
   }
   // Dword i of vector c goes to q[16 c + i][r].
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(kPanelRows * 4));
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(kPanelRows * 4));
   for (int c = 0; c < 4; ++c) _mm512_i32scatter_epi32(&p->q[16 * c][r][0], idx, q[c], 1);
 }
 
@@ -273,7 +277,8 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, P
   constexpr int kBytes = kBlockBytes<kType>;
   for (int64_t ib = 0; ib < n_blocks; ++ib) {
     if (rows < kPanelRows) std::memset(&p[ib], 0, sizeof(PanelBlock));
-    for (int r = 0; r < rows; ++r) PackRow<kType>(w + static_cast<size_t>(r) * row_bytes + ib * kBytes, r, &p[ib]);
+    for (int r = 0; r < rows; ++r)
+      PackRow<kType>(w + static_cast<size_t>(r) * row_bytes + ib * kBytes, r, &p[ib]);
   }
 }
 
@@ -309,7 +314,8 @@ void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t
       }
       const __m512i scv = _mm512_load_si512(p->sc[j]);
 #pragma GCC unroll 8
-      for (int t = 0; t < RN; ++t) sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot[t], scv));
+      for (int t = 0; t < RN; ++t)
+        sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot[t], scv));
     }
     const __m512 d = _mm512_load_ps(p->d);
 #pragma GCC unroll 8
@@ -319,7 +325,8 @@ void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t
       for (int i = 0; i < 8; ++i) {
         int32_t bs;
         std::memcpy(&bs, x[t]->bsums + 2 * i, 4);
-        pairs = _mm512_add_epi32(pairs, _mm512_madd_epi16(_mm512_load_si512(p->pairs[i]), _mm512_set1_epi32(bs)));
+        pairs = _mm512_add_epi32(
+            pairs, _mm512_madd_epi16(_mm512_load_si512(p->pairs[i]), _mm512_set1_epi32(bs)));
       }
       const __m512 dx = _mm512_set1_ps(x[t]->d);
       if constexpr (kType == kQ6K) {
@@ -327,7 +334,8 @@ void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(s), acc[t]);
       } else {
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->dmin)), _mm512_cvtepi32_ps(pairs), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->dmin)),
+                                  _mm512_cvtepi32_ps(pairs), acc[t]);
       }
     }
   }
@@ -360,12 +368,14 @@ void PanelSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_bl
   const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
   PanelBlock* panel = PanelStorage(static_cast<size_t>(n_groups * n_blocks));
   for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
+                                                                           : kPanelRows);
     PackPanel<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
                      panel + g * n_blocks);
   }
   for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows : kPanelRows);
+    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
+                                                                           : kPanelRows);
     SweepTokens<kTokens>(n_tokens, PanelTiles<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
                                                      y + g * kPanelRows, ldy});
   }
@@ -386,9 +396,8 @@ void QGemmTyped(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_bl
 
 }  // namespace
 
-void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                 int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
-                 int64_t ldy) {
+void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                 const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kQ4_K:
       return QGemmTyped<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
@@ -436,11 +445,13 @@ void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out) {
     }
     // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane.
     for (int v = 0; v < 4; ++v) {
-      const __m512i u = _mm512_xor_si512(_mm512_load_si512(b.q + 64 * v), _mm512_set1_epi8(static_cast<char>(0x80)));
+      const __m512i u = _mm512_xor_si512(_mm512_load_si512(b.q + 64 * v),
+                                         _mm512_set1_epi8(static_cast<char>(0x80)));
       alignas(64) uint64_t eight[8];
       _mm512_store_si512(eight, _mm512_sad_epu8(u, _mm512_setzero_si512()));
       for (int g = 0; g < 4; ++g)
-        b.bsums[4 * v + g] = static_cast<int16_t>(static_cast<int>(eight[2 * g] + eight[2 * g + 1]) - 16 * 128);
+        b.bsums[4 * v + g] =
+            static_cast<int16_t>(static_cast<int>(eight[2 * g] + eight[2 * g + 1]) - 16 * 128);
     }
     b.d = 1.0f / iscale;
   }

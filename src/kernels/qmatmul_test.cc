@@ -56,9 +56,9 @@ TEST_P(QMatMulTest, SharedInputsAreQuantizedOnceForAllJobs) {
 TEST(Q8KTest, PathsWriteTheReferenceBytes) {
   std::vector<float> x = RandomVec(256 * 6, 80, 3.0f);
   for (int i = 0; i < 256; ++i) x[256 + i] = 0.0f;  // block 1: all zero
-  x[512 + 3] = 9.0f;                                  // block 2: +9 first, -9 later: +9 wins
+  x[512 + 3] = 9.0f;                                // block 2: +9 first, -9 later: +9 wins
   x[512 + 200] = -9.0f;
-  x[768 + 10] = -9.0f;                                // block 3: -9 first, +9 later: -9 wins
+  x[768 + 10] = -9.0f;  // block 3: -9 first, +9 later: -9 wins
   x[768 + 11] = 9.0f;
   x[1024 + 5] = std::numeric_limits<float>::quiet_NaN();  // block 4: a NaN never wins
   x[1280 + 7] = 1e-30f;                                   // block 5: one tiny value
@@ -144,7 +144,8 @@ TEST(MatMulPathsTest, RandomBlockBytesGiveTheSameBitsOnEveryPath) {
     const int64_t n_cols = 512, n_rows = 19;
     std::vector<uint8_t> bytes;
     for (int64_t r = 0; r < n_rows; ++r) {
-      const std::vector<uint8_t> row = RandomBlockBytes(type, n_cols, static_cast<uint32_t>(100 + r));
+      const std::vector<uint8_t> row =
+          RandomBlockBytes(type, n_cols, static_cast<uint32_t>(100 + r));
       bytes.insert(bytes.end(), row.begin(), row.end());
     }
     const Matrix m{type, bytes.data(), n_cols, n_rows, RowBytes(type, n_cols)};
