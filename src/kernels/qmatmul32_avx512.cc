@@ -12,7 +12,7 @@
 // its f32 step is the same, so the tiling never changes a result.
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/tile_sweep.h"
+#include "kernels/qroute_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -22,7 +22,6 @@ using avx512::GatherHeads;
 using avx512::HalfValue;
 using avx512::HalvesToFloats;
 using avx512::SumRows;
-using avx512::ThreadScratch;
 
 constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
 template <int kType>
@@ -136,31 +135,8 @@ void Tile32(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8Block3
   for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-// The decode-sized tiles of one product for SweepTiles (tile_sweep.h).
-template <int kType>
-struct Tiles32 {
-  const uint8_t* w;
-  size_t row_bytes;
-  int64_t n_blocks;
-  const Q8Block32* a;
-  int64_t lda;
-  float* y;
-  int64_t ldy;
-  template <int RM, int RN>
-  void Run(int64_t r, int64_t t) const {
-    Tile32<kType, RM, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a + t * lda,
-                          lda, y + t * ldy + r, ldy);
-  }
-};
-template <int kType>
-void Sweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-             const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  SweepTiles<4>(n_rows, n_tokens, Tiles32<kType>{w, row_bytes, n_blocks, a, lda, y, ldy});
-}
-
 // ------------------------------------------------------------ prompt panels
 
-constexpr int kPanelRows = 16;
 struct alignas(64) Panel32 {
   uint8_t q[8][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
   float d[kPanelRows], m[kPanelRows];
@@ -222,54 +198,25 @@ void PanelTile32(const Panel32* p, int64_t n_blocks, const Q8Block32* a, int64_t
   for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
 }
 
-// One packed 16-row group's token tiles for SweepTokens (tile_sweep.h).
+// The 32-value family for IntegerGemm (qroute_avx512.h).
 template <int kType>
-struct PanelTiles32 {
-  const Panel32* p;
-  int64_t n_blocks;
-  const Q8Block32* a;
-  int64_t lda;
-  int rows;
-  float* y;
-  int64_t ldy;
+struct Blocks32 {
+  using Act = Q8Block32;
+  using Panel = Panel32;
+  template <int RM, int RN>
+  static void Tile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Act* a, int64_t lda,
+                   float* y, int64_t ldy) {
+    Tile32<kType, RM, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
+  }
+  static void Pack(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel* p) {
+    Pack32<kType>(w, row_bytes, rows, n_blocks, p);
+  }
   template <int RN>
-  void Run(int64_t t) const {
-    PanelTile32<kType, RN>(p, n_blocks, a + t * lda, lda, rows, y + t * ldy, ldy);
+  static void PanelTile(const Panel* p, int64_t n_blocks, const Act* a, int64_t lda, int rows,
+                        float* y, int64_t ldy) {
+    PanelTile32<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
   }
 };
-
-template <int kType>
-void PanelSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-                  const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kTokens = 8;
-  const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
-  Panel32* panel = static_cast<Panel32*>(
-      ThreadScratch(static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel32)));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
-                                                                           : kPanelRows);
-    Pack32<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
-                  panel + g * n_blocks);
-  }
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
-                                                                           : kPanelRows);
-    SweepTokens<kTokens>(n_tokens, PanelTiles32<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
-                                                       y + g * kPanelRows, ldy});
-  }
-}
-
-constexpr int64_t kPanelMinTokens = 12;
-
-template <int kType>
-void Gemm32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-            const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  if (n_tokens >= kPanelMinTokens) {
-    PanelSweep32<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
-  } else {
-    Sweep32<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
-  }
-}
 
 }  // namespace
 
@@ -277,15 +224,15 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
                    const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kQ8_0:
-      return Gemm32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<Blocks32<kQ8_0>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ4_0:
-      return Gemm32<kQ4_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<Blocks32<kQ4_0>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ4_1:
-      return Gemm32<kQ4_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<Blocks32<kQ4_1>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ5_0:
-      return Gemm32<kQ5_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<Blocks32<kQ5_0>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ5_1:
-      return Gemm32<kQ5_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<Blocks32<kQ5_1>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
       return;
   }

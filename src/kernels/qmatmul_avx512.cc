@@ -15,7 +15,7 @@
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
-#include "kernels/tile_sweep.h"
+#include "kernels/qroute_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -28,7 +28,6 @@ using avx512::HalfValue;
 using avx512::Halves16;
 using avx512::HalvesToFloats;
 using avx512::SumRows;
-using avx512::ThreadScratch;
 
 constexpr int kQ4K = 12, kQ5K = 13, kQ6K = 14;
 template <int kType>
@@ -190,28 +189,6 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
   for (int t = 0; t < RN; ++t) _mm256_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-// The decode-sized tiles of one product for SweepTiles (tile_sweep.h).
-template <int kType>
-struct QTiles {
-  const uint8_t* w;
-  size_t row_bytes;
-  int64_t n_blocks;
-  const Q8KBlock* a;
-  int64_t lda;
-  float* y;
-  int64_t ldy;
-  template <int RM, int RN>
-  void Run(int64_t r, int64_t t) const {
-    QTile<kType, RM, RN>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, a + t * lda,
-                         lda, y + t * ldy + r, ldy);
-  }
-};
-template <int kType>
-void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks, const Q8KBlock* a,
-            int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  SweepTiles<4>(n_rows, n_tokens, QTiles<kType>{w, row_bytes, n_blocks, a, lda, y, ldy});
-}
-
 // ------------------------------------------------------------ prompt panels
 //
 // For many tokens the rows' blocks are first unpacked into panels of 16 rows
@@ -224,16 +201,12 @@ void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks
 // token's 16-value sums. The integers equal the tiles' above, and the float
 // step is the same per element: the same bits.
 
-constexpr int kPanelRows = 16;
 struct alignas(64) PanelBlock {
   uint8_t q[64][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
   int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: 8 of 32 values)
   int32_t pairs[8][kPanelRows];  // int16 pairs against bsums[2i], bsums[2i + 1]
   float d[kPanelRows], dmin[kPanelRows];
 };
-PanelBlock* PanelStorage(size_t n) {
-  return static_cast<PanelBlock*>(ThreadScratch(n * sizeof(PanelBlock)));
-}
 
 static inline int32_t Pair16(int lo, int hi) {
   return static_cast<int32_t>(
@@ -344,55 +317,25 @@ void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t
   for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
 }
 
-// One packed 16-row group's token tiles for SweepTokens (tile_sweep.h).
+// The K-quant family for IntegerGemm (qroute_avx512.h).
 template <int kType>
-struct PanelTiles {
-  const PanelBlock* p;
-  int64_t n_blocks;
-  const Q8KBlock* a;
-  int64_t lda;
-  int rows;
-  float* y;
-  int64_t ldy;
+struct KQuants {
+  using Act = Q8KBlock;
+  using Panel = PanelBlock;
+  template <int RM, int RN>
+  static void Tile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Act* a, int64_t lda,
+                   float* y, int64_t ldy) {
+    QTile<kType, RM, RN>(w, row_bytes, n_blocks, a, lda, y, ldy);
+  }
+  static void Pack(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel* p) {
+    PackPanel<kType>(w, row_bytes, rows, n_blocks, p);
+  }
   template <int RN>
-  void Run(int64_t t) const {
-    PanelTile<kType, RN>(p, n_blocks, a + t * lda, lda, rows, y + t * ldy, ldy);
+  static void PanelTile(const Panel* p, int64_t n_blocks, const Act* a, int64_t lda, int rows,
+                        float* y, int64_t ldy) {
+    internal::PanelTile<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
   }
 };
-
-// Panel route: 16-row groups packed once, every token tile over each group.
-template <int kType>
-void PanelSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-                const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  constexpr int kTokens = 8;
-  const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
-  PanelBlock* panel = PanelStorage(static_cast<size_t>(n_groups * n_blocks));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
-                                                                           : kPanelRows);
-    PackPanel<kType>(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, rows, n_blocks,
-                     panel + g * n_blocks);
-  }
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int rows = static_cast<int>(n_rows - g * kPanelRows < kPanelRows ? n_rows - g * kPanelRows
-                                                                           : kPanelRows);
-    SweepTokens<kTokens>(n_tokens, PanelTiles<kType>{panel + g * n_blocks, n_blocks, a, lda, rows,
-                                                     y + g * kPanelRows, ldy});
-  }
-}
-
-// Calls with at least this many tokens pack panels.
-constexpr int64_t kPanelMinTokens = 12;
-
-template <int kType>
-void QGemmTyped(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-                const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  if (n_tokens >= kPanelMinTokens) {
-    PanelSweep<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
-  } else {
-    QSweep<kType>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
-  }
-}
 
 }  // namespace
 
@@ -400,11 +343,11 @@ void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
                  const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (type) {
     case DType::kQ4_K:
-      return QGemmTyped<kQ4K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<KQuants<kQ4K>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ5_K:
-      return QGemmTyped<kQ5K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<KQuants<kQ5K>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ6_K:
-      return QGemmTyped<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+      return IntegerGemm<KQuants<kQ6K>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
       return;
   }
