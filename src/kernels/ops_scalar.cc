@@ -46,11 +46,13 @@ struct ScalarHalf {
 };
 void QGemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
            const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  QGemmPortable<ScalarHalf>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  QGemmPortable<Q8KBlock, QDotRow<ScalarHalf>>(type, w, row_bytes, n_rows, n_blocks, a, lda,
+                                               n_tokens, y, ldy);
 }
 void QGemm32(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
              const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
-  QGemm32Portable<ScalarHalf>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+  QGemmPortable<Q8Block32, QDotRow32<ScalarHalf>>(type, w, row_bytes, n_rows, n_blocks, a, lda,
+                                                  n_tokens, y, ldy);
 }
 
 void F32ToF16Row(const float* src, int64_t n, uint16_t* dst) {

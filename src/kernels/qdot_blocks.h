@@ -184,29 +184,16 @@ float QDotRow32(uint32_t type_id, const uint8_t* row, const Q8Block32* a, int64_
   return acc;
 }
 
-// isa.h QGemm32Fn in plain C++.
-template <class Cvt>
-void QGemm32Portable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                     int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
-                     int64_t ldy) {
-  const uint32_t type_id = static_cast<uint32_t>(type);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < n_rows; ++r) {
-      y[t * ldy + r] =
-          QDotRow32<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes, a + t * lda, n_blocks);
-    }
-  }
-}
-
-// isa.h QGemmFn in plain C++.
-template <class Cvt>
+// isa.h QGemmFn / QGemm32Fn in plain C++: every (row, token) by its row dot
+// (QDotRow<Cvt> for Q8KBlock activations, QDotRow32<Cvt> for Q8Block32).
+template <class Act, float (*kRowDot)(uint32_t, const uint8_t*, const Act*, int64_t)>
 void QGemmPortable(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
-                   const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
+                   const Act* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   const uint32_t type_id = static_cast<uint32_t>(type);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t r = 0; r < n_rows; ++r) {
       y[t * ldy + r] =
-          QDotRow<Cvt>(type_id, w + static_cast<size_t>(r) * row_bytes, a + t * lda, n_blocks);
+          kRowDot(type_id, w + static_cast<size_t>(r) * row_bytes, a + t * lda, n_blocks);
     }
   }
 }
