@@ -277,13 +277,14 @@ TEST_P(MatMulTest, BatchInvariantBitForBit) {
 }
 
 TEST_P(MatMulTest, BatchInvariantForLongPrompts) {
-  // Above the per-task token block, with many row blocks and threads.
-  // Every weight type: decode sizes run the fused (direct) kernels, long
-  // prompts the f32 panels; both must give the same bits.
+  // Above the per-task token blocks (96 tokens for f32 activations, 512 for
+  // the integer path), with many row blocks and threads. Every weight type:
+  // decode sizes run register tiles on the stored weights, long prompts f32
+  // panels or the integer prompt panels; all must give the same bits.
   ThreadPool pool(3);
   for (DType type : AllWeightTypes()) {
     SCOPED_TRACE(DTypeName(type));
-    const int64_t n_tokens = 200, n_rows = 150, n_cols = 512;
+    const int64_t n_tokens = 600, n_rows = 150, n_cols = 512;
     const TestMatrix tm = MakeMatrix(type, n_rows, n_cols, 21);
     const std::vector<float> x = RandomVec(n_tokens * n_cols, 22);
     const std::vector<float> all = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);

@@ -101,8 +101,9 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   // Few tokens: stream the stored rows once (converting in registers). Many
   // tokens: convert each row block into a 64-byte aligned f32 panel that every
   // token tile of the task reuses from L2; which is faster depends on the type.
+  // (The integer path always reads the stored weights: no f32 panels.)
   s.act = ActFor(j.w.type);
-  s.try_direct = j.n_tokens <= ops.direct_max_tokens(j.w.type) || s.act != Act::kF32;
+  s.try_direct = s.act != Act::kF32 || j.n_tokens <= ops.direct_max_tokens(j.w.type);
   s.qx = nullptr;
   // Token blocks: all tokens for decode-sized calls, else kTokenBlock each;
   // the integer path packs each row block into panels once per task, so its

@@ -132,10 +132,6 @@ bool GemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, in
     case DType::kBF16:
       Sweep<LoadBF16, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
       return true;
-    case DType::kQ8_0:
-      if (n_cols % 32 != 0) return false;
-      Sweep<LoadQ8_0, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-      return true;
     default:
       return false;
   }

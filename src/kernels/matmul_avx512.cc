@@ -8,11 +8,10 @@
 // the exact dequantized f32 values (as quant.cc), so the value of y[t, r]
 // never depends on the tile it was computed in.
 //
-// Weights reach the FMAs three ways, all with the same values: F32/F16/BF16
-// column loaders (Tile); fused block kernels for Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K and Q6_K (BlockTile: scales read once per block, values
-// converted in registers, weights streamed once — the decode path); and, for
-// long prompts, f32 panels converted by the same block loaders (matmul.cc).
+// F32/F16/BF16 weights reach the FMAs through column loaders (Tile).
+// Quantized weights run on integers (qmatmul_avx512.cc, qmatmul32_avx512.cc);
+// this file keeps their exact conversions to f32 (DequantAvx512, for
+// DequantizeRow: embedding rows and the reference tests).
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/simd_avx512.h"
@@ -132,10 +131,9 @@ static inline __m128i Load16(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
-// Block loaders for the fused kernels: Prepare() reads a block's scales once,
+// Block loaders for DequantAvx512: Prepare() reads a block's scales once,
 // Vec(block, head, v) returns values [16 v, 16 v + 16) of the block as the
-// exact f32 numbers dequant_blocks.h computes (same operations, same order),
-// so a fused tile runs the same per-element FMA sequence as the f32 panel.
+// exact f32 numbers dequant_blocks.h computes (same operations, same order).
 //
 // 4- and 5-bit types look their values up in a per-(block, scale) table of
 // the 16 (32) possible values, built with dequant_blocks.h's expression:
@@ -302,58 +300,6 @@ struct BlockQ6K {
   }
 };
 
-// A fused tile over whole blocks: per block, each row's scales are read once,
-// then the block's vectors are converted in registers and consumed at once.
-// Per output element this is the same FMA sequence as Tile (k ascending in
-// steps of 16), so results equal the panel route bit for bit.
-template <class B, int RM, int RN>
-void BlockTile(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, int64_t ldx,
-               float* y, int64_t ldy) {
-  const int64_t n_blocks = n_cols / B::kValues;
-  __m512 acc[RM][RN];
-#pragma GCC unroll 8
-  for (int r = 0; r < RM; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  for (int64_t ib = 0; ib < n_blocks; ++ib) {
-    const uint8_t* blk[RM];
-    typename B::Head head[RM];
-#pragma GCC unroll 8
-    for (int r = 0; r < RM; ++r) {
-      blk[r] = w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(ib) * B::kBytes;
-      head[r] = B::Prepare(blk[r]);
-      // The next tile's rows, one tile ahead (decode streams each weight once).
-#pragma GCC unroll 4
-      for (int o = 0; o < B::kBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk[r] + 2 * RM * row_bytes + o), _MM_HINT_T0);
-      }
-    }
-    const float* xb = x + ib * B::kValues;
-#pragma GCC unroll 16
-    for (int v = 0; v < B::kVecs; ++v) {
-      __m512 xv[RN];
-#pragma GCC unroll 8
-      for (int t = 0; t < RN; ++t) xv[t] = _mm512_loadu_ps(xb + t * ldx + 16 * v);
-#pragma GCC unroll 8
-      for (int r = 0; r < RM; ++r) {
-        const __m512 wv = B::Vec(blk[r], head[r], v);
-#pragma GCC unroll 8
-        for (int t = 0; t < RN; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-      }
-    }
-  }
-  StoreTile<RM, RN>(acc, y, ldy);
-}
-template <class B>
-struct Blocks {
-  template <int RM, int RN>
-  static void Run(const uint8_t* w, size_t row_bytes, int64_t n_cols, const float* x, int64_t ldx,
-                  float* y, int64_t ldy) {
-    BlockTile<B, RM, RN>(w, row_bytes, n_cols, x, ldx, y, ldy);
-  }
-};
-
 // One product's register tiles for SweepTiles (tile_sweep.h).
 template <class K>
 struct Tiles {
@@ -387,10 +333,8 @@ struct F16cCvt {
 
 // Direct (unconverted) weights other than F32 run up to this many tokens.
 constexpr int kDirectTokens = 6;
-// Fused block kernels (Q4_0 ... Q6_K) run up to this many tokens per tile.
-constexpr int kFusedTokens = 4;
 
-// n values of block type B converted with the fused loaders (the same exact
+// n values of block type B converted with the block loaders (the same exact
 // values as dequant_blocks.h).
 template <class B>
 bool DequantWith(const uint8_t* src, float* dst, int64_t n) {
@@ -402,14 +346,6 @@ bool DequantWith(const uint8_t* src, float* dst, int64_t n) {
 #pragma GCC unroll 16
     for (int v = 0; v < B::kVecs; ++v) _mm512_storeu_ps(out + 16 * v, B::Vec(b, h, v));
   }
-  return true;
-}
-
-template <class B>
-bool FusedSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
-                const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
-  if (n_cols % B::kValues != 0) return false;
-  Sweep<Blocks<B>, kFusedTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
   return true;
 }
 
@@ -427,29 +363,12 @@ bool GemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, 
     case DType::kBF16:
       Sweep<Cols<LoadBF16>, kDirectTokens>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
       return true;
-    case DType::kQ8_0:
-      if (n_cols % 32 != 0) return false;
-      return FusedSweep<BlockQ8_0>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ4_0:
-      return FusedSweep<BlockQ4_0>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ4_1:
-      return FusedSweep<BlockQ4_1>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ5_0:
-      return FusedSweep<BlockQ5<false>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ5_1:
-      return FusedSweep<BlockQ5<true>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ4_K:
-      return FusedSweep<BlockQxK<false>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ5_K:
-      return FusedSweep<BlockQxK<true>>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
-    case DType::kQ6_K:
-      return FusedSweep<BlockQ6K>(w, row_bytes, n_rows, n_cols, x, ldx, n_tokens, y, ldy);
     default:
       return false;
   }
 }
 
-// Exact conversions to f32 for the matmul panels and DequantizeRow.
+// Exact conversions to f32 for DequantizeRow (and the f32 panels of F16/BF16).
 bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n) {
   int64_t k = 0;
   switch (type) {

@@ -286,8 +286,6 @@ int64_t DirectMaxTokens(DType type) {
     case DType::kF16:
     case DType::kBF16:
       return kDirectF16Tokens;
-    case DType::kQ8_0:
-      return 3;
     default:
       return 0;
   }

@@ -536,8 +536,7 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
 
 // Measured on the 2-core Xeon: F16/BF16 convert in registers faster than
 // through a panel at every batch size; F32 panels win above ~16 tokens
-// (aligned loads); Q8_0's in-register dequantisation costs more than a
-// panel beyond one 6-token tile.
+// (aligned loads). (Quantized weights never reach gemm: integer path.)
 int64_t DirectMaxTokens(DType type) {
   switch (type) {
     case DType::kF32:
@@ -545,16 +544,6 @@ int64_t DirectMaxTokens(DType type) {
     case DType::kF16:
     case DType::kBF16:
       return INT64_MAX;
-    case DType::kQ8_0:
-      return 6;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return 4;  // matmul_avx512.cc kFusedTokens
     default:
       return 0;
   }
