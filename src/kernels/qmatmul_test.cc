@@ -4,6 +4,7 @@
 // reference's bits on every path. The per-type accuracy and batch-invariance
 // tests of MatMul, which cover these types too, are in kernels_test.cc.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cmath>
 #include <cstring>
@@ -162,6 +163,36 @@ TEST(MatMulPathsTest, RandomBlockBytesGiveTheSameBitsOnEveryPath) {
     }
   }
   SetActiveIsa(AvailableIsas().back());
+}
+
+TEST(QMatMulStrideTest, RowsFartherApartThanGatherOffsetsReachGiveTheSameBits) {
+  // Row stride 300 MB (only a hostile file has such rows): the kernels'
+  // 32-bit header gathers cannot address row 8 from row 0, so MatMul must
+  // feed them one row at a time. Only the rows' first blocks are touched, so
+  // the reservation costs no memory.
+  const size_t stride = size_t{300} << 20;
+  const int64_t n_rows = 9, n_cols = 256;
+  void* map = mmap(nullptr, stride * n_rows, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  ThreadPool pool(2);
+  for (DType type : {DType::kQ4_K, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(type));
+    const TestMatrix tm = MakeMatrix(type, n_rows, n_cols, 91);
+    auto* far = static_cast<uint8_t*>(map);
+    for (int64_t r = 0; r < n_rows; ++r)
+      std::memcpy(far + r * stride, tm.bytes.data() + r * tm.m.row_bytes, tm.m.row_bytes);
+    Matrix spread = tm.m;
+    spread.data = far;
+    spread.row_bytes = stride;
+    for (int64_t n_tokens : {1, 20}) {
+      const std::vector<float> x = RandomVec(n_tokens * n_cols, 92);
+      const std::vector<float> want = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
+      const std::vector<float> got = MatMulChunked(spread, x, n_tokens, n_tokens, &pool);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << n_tokens << " tokens";
+    }
+  }
+  munmap(map, stride * n_rows);
 }
 
 }  // namespace
