@@ -80,17 +80,25 @@ static inline __m512i Activations2(const Q8Block32& a0, const Q8Block32& a1) {
                             Load32B(reinterpret_cast<const uint8_t*>(a1.q)), 1);
 }
 
-// The f32 step of one block for the RM rows in the lanes of acc.
+// One block's scales for the RM rows of a tile, in the lanes (m: Q4_1/Q5_1).
+struct Heads {
+  __m256 d, m;
+};
 template <int kType, int RM>
-static inline __m256 Step(__m256 acc, __m256i s, const Q8Block32& x, const uint8_t* b0,
-                          size_t row_bytes) {
+static inline Heads GatherScales(const uint8_t* b0, size_t row_bytes) {
   const __m256i heads = GatherHeads<RM>(b0, row_bytes, 0);
+  return {HalvesToFloats(heads, 0),
+          kHasMin<kType> ? HalvesToFloats(heads, 1) : _mm256_setzero_ps()};
+}
+
+// The f32 step of one block for the RM rows in the lanes of acc.
+template <int kType>
+static inline __m256 Step(__m256 acc, __m256i s, const Q8Block32& x, const Heads& h) {
   const __m256 dx = _mm256_set1_ps(x.d);
   s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<kType> * x.sum));
-  acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, HalvesToFloats(heads, 0)), _mm256_cvtepi32_ps(s), acc);
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, h.d), _mm256_cvtepi32_ps(s), acc);
   if constexpr (kHasMin<kType>) {
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, HalvesToFloats(heads, 1)),
-                          _mm256_set1_ps(static_cast<float>(x.sum)), acc);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, h.m), _mm256_set1_ps(static_cast<float>(x.sum)), acc);
   }
   return acc;
 }
@@ -121,13 +129,16 @@ void Tile32(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8Block3
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, Activations2(x[0], pair ? x[1] : x[0]));
       }
     }
+    // The rows' scales once per block, for every token of the tile.
+    const Heads h0 = GatherScales<kType, RM>(b0, row_bytes);
+    const Heads h1 = pair ? GatherScales<kType, RM>(b1, row_bytes) : h0;
 #pragma GCC unroll 4
     for (int t = 0; t < RN; ++t) {
       __m256i s0, s1;  // rows' sums of block ib and ib + 1
       SumRows<RM>(dot[t], &s0, &s1);
       const Q8Block32* x = a + t * lda + ib;
-      acc[t] = Step<kType, RM>(acc[t], s0, x[0], b0, row_bytes);
-      if (pair) acc[t] = Step<kType, RM>(acc[t], s1, x[1], b1, row_bytes);
+      acc[t] = Step<kType>(acc[t], s0, x[0], h0);
+      if (pair) acc[t] = Step<kType>(acc[t], s1, x[1], h1);
     }
   }
   const __mmask8 rows = static_cast<__mmask8>((1u << RM) - 1u);
