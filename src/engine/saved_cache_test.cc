@@ -108,9 +108,13 @@ class SavedCacheTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, std::string passphrase = "test passphrase") {
+  // writer: the background writer thread; without it only WriteOne /
+  // Drain / DrainAll write.
+  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, std::string passphrase = "test passphrase",
+                                             bool writer = true) {
     SavedCacheOptions o;
     o.dir = dir_;
+    o.background_writer = writer;
     o.passphrase = std::move(passphrase);
     o.check_in_background = false;
     o.min_gain_tokens = 4;
@@ -183,7 +187,8 @@ TEST_F(SavedCacheTest, UnloadFlushesAndARestartLoadsItBack) {
     Reply r = Run(*s, first);
     next = first.prompt;
     next.insert(next.end(), r.tokens.begin(), r.tokens.end());
-    s.reset();  // unload: the pool is flushed to disk
+    s.reset();  // unload: the pool goes to the write queue
+    EXPECT_EQ(store->DrainAll(30000), 0u);
     EXPECT_EQ(store->Usage().files, 1u);
   }
   EXPECT_EQ(SavedFiles(), 1u);
@@ -208,6 +213,7 @@ TEST_F(SavedCacheTest, AnotherModelNeverLoadsTheFile) {
     auto s = Make(0, store.get());
     Run(*s, first);
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(store->Usage().files, 1u);
   auto s = Make(1, store.get());  // another file, the same shape
   GenRequest other = Greedy(1, std::string(kChat) + " More.", 4);
@@ -268,7 +274,7 @@ TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
 }
 
 TEST_F(SavedCacheTest, DrainStopsAtItsTimeLimit) {
-  auto store = OpenStore(Env::Default());
+  auto store = OpenStore(Env::Default(), "test passphrase", /*writer=*/false);
   const cache::ModelBinding model{"sha256:test", 7};
   for (int i = 0; i < 3; ++i) {
     auto state = std::make_unique<models::SequenceState>(
@@ -290,6 +296,7 @@ TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
   Run(*s, Greedy(0, kChat, 4));
   env.FailNth(FaultEnv::kAppend, 1, ENOSPC);
   s.reset();  // the flush meets a full disk
+  EXPECT_EQ(store->DrainAll(30000), 0u);
   EXPECT_EQ(store->Usage().files, 0u);
   EXPECT_EQ(store->Drain({"sha256:none", 1}, 1000, nullptr), 0u);
   EXPECT_EQ(store->Usage().queued, 0u);
@@ -302,6 +309,7 @@ TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
   Reply r = Run(*s, Greedy(0, kChat, 4));
   EXPECT_EQ(r.last.cached_tokens, 0);
   s.reset();
+  EXPECT_EQ(store->DrainAll(30000), 0u);
   EXPECT_EQ(store->Usage().files, 1u);
 }
 
@@ -312,6 +320,7 @@ TEST_F(SavedCacheTest, TurningOffDeletesEverySavedFile) {
     Run(*s, Greedy(0, kChat, 4));
     Run(*s, Greedy(0, "another chat entirely", 4));
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(SavedFiles(), 2u);
   auto removed = store->SetEnabled(false);
   ASSERT_TRUE(removed.ok());
@@ -330,6 +339,7 @@ TEST_F(SavedCacheTest, ShrinkingTheBudgetEvictsAtOnce) {
     Run(*s, Greedy(0, kChat, 4));
     Run(*s, Greedy(0, "another chat entirely", 4));
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(store->Usage().files, 2u);
   auto removed = store->SetLimits(1, 0);  // 1 byte: nothing fits
   ASSERT_TRUE(removed.ok());
@@ -397,6 +407,7 @@ TEST_P(SavedCacheRefTest, RepliesFromDiskEqualFreshReads) {
   so.dir = dir_;
   so.passphrase = "ref";
   so.check_in_background = false;
+  so.background_writer = false;  // WriteOnePending below writes every turn
   so.min_gain_tokens = 4;
   auto store = SavedCacheStore::Open(Env::Default(), so);
   ASSERT_TRUE(store.ok());

@@ -145,6 +145,8 @@ void HttpServer::Run() {
   idle_cv_.notify_all();
   if (idle_thread_.joinable()) idle_thread_.join();
   models_->Shutdown();
+  // Every model's chats are queued now; write them all before exiting.
+  if (saved_ != nullptr) saved_->DrainAll(saved_->flush_timeout_ms());
 }
 
 void HttpServer::Stop() {

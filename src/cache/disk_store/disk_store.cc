@@ -70,7 +70,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
 
 Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                                        std::span<const std::span<const uint8_t>> payload_parts,
-                                       ThreadPool* pool) {
+                                       ThreadPool* pool, SavePacer* pacer) {
   uint64_t payload_bytes = 0;
   for (const auto& p : payload_parts) payload_bytes += p.size();
   const size_t fp_len = meta.model.model_fingerprint.size();
@@ -100,7 +100,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
     writing_.insert(id);
   }
   uint64_t written_bytes = 0;
-  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, &written_bytes);
+  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, pacer, &written_bytes);
   std::lock_guard<std::mutex> lock(mu_);
   writing_.erase(id);
   if (!st.ok()) return st;

@@ -59,6 +59,19 @@ struct SavedEntryInfo {
   uint64_t last_used_us = 0;
 };
 
+// Paces a Save (the server's save scheduling, docs/saved_caches.md): Save
+// calls BeginSlice() before sealing and writing each batch of chunks and
+// EndSlice() after it; the file's fsync and rename run outside slices. A
+// slice's batch is as many chunks as the returned pool has threads (one on
+// the calling thread when it returns null). An error from BeginSlice
+// abandons the save: its temporary is removed and Save returns that error.
+class SavePacer {
+ public:
+  virtual ~SavePacer() = default;
+  virtual Result<ThreadPool*> BeginSlice() = 0;
+  virtual void EndSlice() = 0;
+};
+
 struct SaveMeta {
   ModelBinding model;
   uint64_t created_us = 0;    // 0: now
@@ -146,10 +159,12 @@ class DiskStore {
                               std::string_view payload, ThreadPool* pool = nullptr);
   // The same for a payload given as several buffers (their concatenation),
   // e.g. a state's own memory: sealed chunk by chunk straight from them,
-  // without a copy. The buffers must stay unchanged during the call.
+  // without a copy. The buffers must stay unchanged during the call. With a
+  // `pacer`, the chunks are sealed in the slices it grants (and on the pools
+  // it names; `pool` is then unused).
   Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::span<const std::span<const uint8_t>> payload_parts,
-                              ThreadPool* pool = nullptr);
+                              ThreadPool* pool = nullptr, SavePacer* pacer = nullptr);
 
   // Verified entries, most recently used first.
   std::vector<SavedEntryInfo> List() const;
@@ -239,7 +254,7 @@ class DiskStore {
                                const PlaintextPlacer& place);
   Status WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
                      std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
-                     ThreadPool* pool, uint64_t* file_bytes);
+                     ThreadPool* pool, SavePacer* pacer, uint64_t* file_bytes);
 
   Env* const env_;
   const std::string dir_;

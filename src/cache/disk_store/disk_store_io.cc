@@ -230,7 +230,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
 
 Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
-                              ThreadPool* pool, uint64_t* file_bytes) {
+                              ThreadPool* pool, SavePacer* pacer, uint64_t* file_bytes) {
   FileId file_id;
   ParseFileId(id, &file_id);
   DiskHeader header;
@@ -266,16 +266,31 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
       std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
 
   // Seal a batch of chunks (in parallel) into buffers reused from batch to
-  // batch, then append them in order.
-  const int n_threads = Threads(pool);
-  const int64_t batch = n_threads;
-  std::unique_ptr<uint8_t[]> sealed =
-      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(batch) * (chunk + kTagBytes));
-  std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
-  std::vector<Status> statuses(static_cast<size_t>(batch));
-  for (uint64_t first = 0; st.ok() && first < n_chunks; first += static_cast<uint64_t>(batch)) {
-    const int64_t n = static_cast<int64_t>(std::min<uint64_t>(batch, n_chunks - first));
-    ForEach(pool, n, [&](int64_t k, int thread) {
+  // batch, then append them in order. With a pacer each batch is one slice,
+  // on the threads the pacer names for it.
+  std::unique_ptr<uint8_t[]> sealed;
+  int64_t sealed_chunks = 0;
+  std::vector<std::unique_ptr<GcmStream>> streams;
+  std::vector<Status> statuses;
+  for (uint64_t first = 0; st.ok() && first < n_chunks;) {
+    ThreadPool* batch_pool = pool;
+    if (pacer != nullptr) {
+      auto granted = pacer->BeginSlice();
+      if (!granted.ok()) {
+        st = granted.status();
+        break;
+      }
+      batch_pool = *granted;
+    }
+    const int n_threads = Threads(batch_pool);
+    const int64_t n = static_cast<int64_t>(std::min<uint64_t>(static_cast<uint64_t>(n_threads), n_chunks - first));
+    if (n > sealed_chunks) {
+      sealed = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(n) * (chunk + kTagBytes));
+      sealed_chunks = n;
+    }
+    if (streams.size() < static_cast<size_t>(n_threads)) streams.resize(static_cast<size_t>(n_threads));
+    statuses.assign(static_cast<size_t>(n), Status::Ok());
+    ForEach(batch_pool, n, [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
       const bool last = index + 1 == n_chunks;
       const uint64_t begin = index * chunk;
@@ -300,6 +315,8 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
       const uint8_t* out = sealed.get() + static_cast<uint64_t>(k) * (chunk + kTagBytes);
       st = file->Append(std::string_view(reinterpret_cast<const char*>(out), len));
     }
+    if (pacer != nullptr) pacer->EndSlice();
+    first += static_cast<uint64_t>(n);
   }
   if (st.ok()) st = file->Sync();
   Status closed = file->Close();

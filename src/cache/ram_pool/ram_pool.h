@@ -231,6 +231,25 @@ class RamPool {
     Hand(std::move(out));
   }
 
+  // Re-counts the bytes of the entries in use (their states grow while a
+  // request runs) and evicts idle entries while the pool is over its limits.
+  // REQUIRES: called by the thread that runs the leases (it reads their
+  // states).
+  void Recharge() {
+    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t total = 0;
+      for (auto& [id, e] : entries_) {
+        if (e.in_use) e.bytes = Traits::Bytes(*e.state);
+        total += e.bytes;
+      }
+      if (total <= options_.limits.budget_bytes && entries_.size() <= options_.limits.max_entries) return;
+      evicted = EvictLocked(0);
+    }
+    Hand(std::move(evicted));
+  }
+
   std::vector<EntryStats> Stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<EntryStats> out;
