@@ -116,6 +116,11 @@ bool ComputeGate::idle() const {
   return active_loops_ == 0;
 }
 
+int ComputeGate::steps_running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steps_running_;
+}
+
 ComputeGateStats ComputeGate::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

@@ -71,6 +71,8 @@ class ComputeGate {
 
   // No loop has requests.
   bool idle() const;
+  // Forward passes running now (tests check writes against it).
+  int steps_running() const;
   ComputeGateStats stats() const;
 
  private:

@@ -262,8 +262,8 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
   const std::string final_path = PathOf(CacheFileName(id));
   MX_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                       env_->NewWritableFile(temp, 0600, /*exclusive=*/true));
-  Status st = file->Append(
-      std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
+  Status st;
+  bool header_written = false;  // in the first slice, with the first chunks
 
   // Seal a batch of chunks (in parallel) into buffers reused from batch to
   // batch, then append them in order. With a pacer each batch is one slice,
@@ -289,6 +289,10 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
       sealed_chunks = n;
     }
     if (streams.size() < static_cast<size_t>(n_threads)) streams.resize(static_cast<size_t>(n_threads));
+    if (!header_written) {
+      st = file->Append(std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
+      header_written = true;
+    }
     statuses.assign(static_cast<size_t>(n), Status::Ok());
     ForEach(batch_pool, n, [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
