@@ -191,5 +191,26 @@ TEST_F(RamPoolTest, FlushHandsEveryIdleEntryToTheHook) {
   EXPECT_EQ(pool->Stats().size(), 1u);
 }
 
+// An entry in use grows while its request runs: Recharge counts that at
+// once (not only when the request ends) and makes room by evicting the
+// least recently used idle entry.
+TEST_F(RamPoolTest, RechargeCountsGrowthOfEntriesInUse) {
+  auto pool = MakePool(4, 5000);  // 50 tokens' worth
+  Serve(*pool, Seq(0, 20));
+  Serve(*pool, Seq(100, 120));
+  auto lease = pool->Acquire(Seq(200, 205));
+  ASSERT_TRUE(lease.ok());
+  lease->state().content = Seq(200, 210);  // 1000 bytes: still fits
+  pool->Recharge();
+  EXPECT_TRUE(evicted_.empty());
+  EXPECT_EQ(pool->total_bytes(), 5000u);
+  lease->state().content = Seq(200, 230);  // 3000 bytes: the oldest idle entry must go
+  pool->Recharge();
+  ASSERT_EQ(evicted_.size(), 1u);
+  EXPECT_EQ(evicted_[0], Seq(0, 20));
+  EXPECT_EQ(pool->total_bytes(), 2000u + 3000u);
+  lease->Commit(Seq(200, 230), 5);
+}
+
 }  // namespace
 }  // namespace mx::cache
