@@ -23,9 +23,8 @@ std::string Rereading(size_t n, const std::string& why) {
 
 SequencePool::EvictFn DiskHook(const DiskLevel& disk, SequencePool::EvictFn on_evict) {
   if (disk.store == nullptr) return on_evict;
-  return [store = disk.store, binding = disk.binding](std::vector<int32_t> tokens,
-                                                      std::unique_ptr<models::SequenceState> state) {
-    store->Enqueue({binding, std::move(tokens), std::move(state)});
+  return [store = disk.store, binding = disk.binding](SequencePool::Leaving leaving) {
+    store->Enqueue({binding, std::move(leaving.tokens), std::move(leaving.state), leaving.prompt_len});
   };
 }
 
@@ -238,13 +237,27 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
   const char* how = nullptr;
-  if (static_cast<int64_t>(match.n_tokens) == use) {
-    // The same chat, one turn later: take the state itself back.
+  if (static_cast<int64_t>(match.n_tokens) == use || use >= match.prompt_len) {
+    // The same chat, one turn later (its last reply may read differently
+    // now, as the pool's truncate-in-place rule allows): take the state
+    // itself back, so the superseded turn is never written.
     auto taken = disk_.store->TakeQueued(match.seq);
     if (!taken.ok()) return false;  // written meanwhile: it is on disk now
     tokens = std::move(taken->tokens);
     state = std::move(taken->state);
-    how = "taken back from the write queue";
+    int64_t cut = use;
+    if (state->has_recurrent()) {
+      cut = 0;
+      std::vector<int64_t> points = state->SnapshotPositions();
+      points.push_back(state->n_tokens());
+      for (int64_t p : points) {
+        if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
+      }
+    }
+    if (cut < state->n_tokens() && !state->Truncate(cut).ok()) return false;
+    tokens.resize(static_cast<size_t>(cut));
+    how = cut == static_cast<int64_t>(match.n_tokens) ? "taken back from the write queue"
+                                                       : "taken back from the write queue, its last reply cut";
   } else {
     // Only a start is shared: copy it, the whole chat is still saved.
     auto copy = disk_.store->CopyQueued(match.seq, use, &tokens);

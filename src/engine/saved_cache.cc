@@ -548,6 +548,7 @@ QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::s
       best.seq = n->seq;
       best.common_prefix = lcp;
       best.n_tokens = n->item.tokens.size();
+      best.prompt_len = n->item.prompt_len;
     }
   }
   return best;

@@ -100,6 +100,7 @@ struct PendingSave {
   cache::ModelBinding model;
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
+  int64_t prompt_len = 0;  // of tokens, how many came from a prompt (the rest were generated)
 };
 
 // The queued state of `model` sharing the longest start with a prompt.
@@ -108,6 +109,7 @@ struct QueuedMatch {
   uint64_t seq = 0;           // which queued state (TakeQueued / CopyQueued)
   size_t common_prefix = 0;   // tokens shared with the prompt
   size_t n_tokens = 0;        // tokens the queued state holds
+  int64_t prompt_len = 0;     // ... of which came from its last prompt
 };
 
 // A saved cache loaded back into an engine state.

@@ -159,6 +159,9 @@ Status Scheduler::StartSlot(Slot& s) {
   s.ticket = std::move(ticket).value();
   s.seq = &s.ticket.state();
   s.cached = s.ticket.n_reused();
+  // What the state holds from here on, should the slot end early (Finish
+  // hands back the first n_tokens() of it).
+  s.history = s.request.prompt;
   // Room for the whole prompt now: growing a state reallocates it and copies
   // its KV rows, which is the cache's cost of continuing a chat in place,
   // not reading; left to the forward pass it would hide in prompt_ms.

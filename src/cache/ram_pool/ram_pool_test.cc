@@ -41,7 +41,7 @@ class RamPoolTest : public ::testing::Test {
     o.limits = {slots, budget};
     return std::make_unique<Pool>(
         o, [] { return std::make_unique<FakeState>(); }, [this] { return ++now_; },
-        [this](std::vector<int32_t> tokens, std::unique_ptr<FakeState>) { evicted_.push_back(tokens); });
+        [this](Pool::Leaving leaving) { evicted_.push_back(leaving.tokens); });
   }
   // Simulates a request: acquire, "read" the rest of the prompt, commit.
   // `held` (default: the prompt) is what the state holds afterwards: the
