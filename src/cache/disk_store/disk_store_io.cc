@@ -80,7 +80,8 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   if (!ParseFileId(id, &file_id)) return Status::InvalidArgument(ctx + ": not a saved-cache id");
   // Positional reads, not a memory map: a file cut short while it is read
   // must give an error, never a SIGBUS.
-  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)));
+  // Never a symbolic link; never blocking on a FIFO (the Env refuses both).
+  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)), {.follow_symlinks = false});
   if (!file_or.ok()) {
     *problem = file_or.status().code() == Status::Code::kNotFound ? Problem::kMissing : Problem::kIo;
     return file_or.status();
