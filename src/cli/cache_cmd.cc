@@ -130,7 +130,8 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
     std::string id;
     const cache::FileNameKind kind = cache::ClassifyFileName(name, &id);
     if (kind == cache::FileNameKind::kOther) {
-      if (EndsWith(name, cache::kCacheFileSuffix) || EndsWith(name, cache::kTempFileSuffix)) ++not_ours;
+      if (EndsWith(name, cache::kCacheFileSuffix) || EndsWith(name, cache::kTempFileSuffix))
+        ++not_ours;
       continue;
     }
     // lstat: a symbolic link is described, not followed; a FIFO is never opened.
@@ -138,7 +139,8 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
     if (!info.ok()) continue;
     if (!info->is_regular) {
       ++skipped;
-      std::printf("%s  is %s, not a regular file; skipped\n", name.c_str(), FileTypeName(info->type));
+      std::printf("%s  is %s, not a regular file; skipped\n", name.c_str(),
+                  FileTypeName(info->type));
       continue;
     }
     if (kind == cache::FileNameKind::kTemp) {
@@ -178,7 +180,8 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
   std::printf("%zu saved caches, %llu bytes in %s", files, static_cast<unsigned long long>(bytes), dir.c_str());
   if (temporaries > 0) std::printf(" (+%zu unfinished temporaries)", temporaries);
   if (skipped > 0) std::printf(" (%zu entries that are not regular files skipped)", skipped);
-  if (not_ours > 0) std::printf(" (%zu other files whose names the store does not make left alone)", not_ours);
+  if (not_ours > 0)
+    std::printf(" (%zu other files whose names the store does not make left alone)", not_ours);
   if (store) {
     std::printf("; %llu tokens; %zu match a model of %s", static_cast<unsigned long long>(tokens), matching,
                 models_dir.c_str());
@@ -225,7 +228,8 @@ int Purge(Env* env, const std::string& dir) {
     auto info = env->GetLinkInfo(path);
     if (!info.ok()) continue;
     if (!info->is_regular) {
-      std::printf("%s  is %s, not a regular file; left alone\n", name.c_str(), FileTypeName(info->type));
+      std::printf("%s  is %s, not a regular file; left alone\n", name.c_str(),
+                  FileTypeName(info->type));
       continue;
     }
     if (Status st = env->RemoveFile(path); !st.ok()) {

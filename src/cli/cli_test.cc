@@ -12,8 +12,8 @@
 #include "cache/disk_store/disk_store.h"
 #include "core/env.h"
 #include "engine/loaded_model.h"
-#include "fifo_trap.h"
 #include "engine/sampler.h"
+#include "fifo_trap.h"
 #include "models/runner.h"
 
 namespace mx::cli {
@@ -191,7 +191,8 @@ TEST(CacheCommandTest, LsAndPurgeSkipAFifoAndASymlinkNamedLikeSavedCaches) {
   EXPECT_FALSE(fifo.hung()) << "cache ls opened the FIFO";
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_NE(ls.out.find(std::string(32, '0') + ".mxpc  is a FIFO"), std::string::npos) << ls.out;
-  EXPECT_NE(ls.out.find(std::string(32, 'f') + ".mxpc  is a symbolic link"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(std::string(32, 'f') + ".mxpc  is a symbolic link"), std::string::npos)
+      << ls.out;
   EXPECT_NE(ls.out.find("1 saved caches"), std::string::npos) << ls.out;
   EXPECT_EQ(ls.out.find("FAILS ITS CHECK"), std::string::npos) << ls.out;
 

@@ -66,8 +66,8 @@ struct FileInfo {
   uint64_t mtime_micros = 0;    // last modification, microseconds since the epoch
   uint32_t owner_uid = 0;       // st_uid
   FileType type = FileType::kOther;
-  bool is_regular = false;      // type == kRegular
-  bool is_dir = false;          // type == kDir
+  bool is_regular = false;  // type == kRegular
+  bool is_dir = false;      // type == kDir
 };
 
 // How a file is opened for reading.
@@ -126,11 +126,11 @@ class Env {
   // Opens a regular file for positional reads. NotFound when missing;
   // InvalidArgument when it is not a regular file, or (options) a symbolic
   // link that must not be followed.
-  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path, OpenOptions options = {});
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
+                                                                        OpenOptions options = {});
 
   // --- Ownership and times (added for the saved-cache folder's checks).
-  // Default bodies: NotSupported (GetEffectiveUid: geteuid()).
+  // Default bodies: NotSupported (EffectiveUid: geteuid()).
 
   // lstat(2): like GetFileInfo, but a symbolic link is described itself
   // (type kSymlink), not what it points to. NotFound when missing.

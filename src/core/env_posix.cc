@@ -51,8 +51,7 @@ FileInfo InfoOf(const struct stat& st) {
 // but a regular file, and the flag is cleared again for the reads. With
 // !follow_symlinks a symbolic link is refused (O_NOFOLLOW). On success *fd
 // is open and *st describes it.
-Status OpenRegularForRead(const std::string& path, OpenOptions options, int* fd,
-                          struct stat* st) {
+Status OpenRegularForRead(const std::string& path, OpenOptions options, int* fd, struct stat* st) {
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   if (!options.follow_symlinks) flags |= O_NOFOLLOW;
   int f = ::open(path.c_str(), flags);
@@ -318,7 +317,8 @@ class PosixEnv final : public Env {
   }
 
   Status ChangeMode(const std::string& path, uint32_t mode) override {
-    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) return ErrnoStatus("chmod", path, errno);
+    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+      return ErrnoStatus("chmod", path, errno);
     return Status::Ok();
   }
 
@@ -403,24 +403,34 @@ uint32_t Env::EffectiveUid() { return static_cast<uint32_t>(::geteuid()); }
 
 const char* FileTypeName(FileType type) {
   switch (type) {
-    case FileType::kRegular: return "a regular file";
-    case FileType::kDir: return "a folder";
-    case FileType::kSymlink: return "a symbolic link";
-    case FileType::kFifo: return "a FIFO (named pipe)";
-    case FileType::kSocket: return "a socket";
-    case FileType::kCharDevice: return "a character device";
-    case FileType::kBlockDevice: return "a block device";
-    case FileType::kOther: return "of an unknown file type";
+    case FileType::kRegular:
+      return "a regular file";
+    case FileType::kDir:
+      return "a folder";
+    case FileType::kSymlink:
+      return "a symbolic link";
+    case FileType::kFifo:
+      return "a FIFO (named pipe)";
+    case FileType::kSocket:
+      return "a socket";
+    case FileType::kCharDevice:
+      return "a character device";
+    case FileType::kBlockDevice:
+      return "a block device";
+    case FileType::kOther:
+      return "of an unknown file type";
   }
   return "not a regular file";
 }
 
 Result<std::string> ReadSmallFile(Env* env, const std::string& path, OpenOptions options,
                                   uint64_t max_bytes) {
-  MX_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path, options));
+  MX_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                      env->NewRandomAccessFile(path, options));
   if (file->size() > max_bytes) {
     return Status::InvalidArgument(path + " holds " + std::to_string(file->size()) +
-                                   " bytes, more than the " + std::to_string(max_bytes) + " expected");
+                                   " bytes, more than the " + std::to_string(max_bytes) +
+                                   " expected");
   }
   std::string out(static_cast<size_t>(file->size()), '\0');
   MX_ASSIGN_OR_RETURN(size_t n, file->Read(0, out.size(), out.data()));

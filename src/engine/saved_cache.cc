@@ -80,11 +80,13 @@ Result<std::unique_ptr<SavedCacheStore>> SavedCacheStore::Open(Env* env, const S
     // no TTL or budget applied to them.
     // Not in a folder that fails its check (e.g. another user's).
     Status folder = cache::PrepareCacheFolder(env, options.dir);
-    const cache::RemovalStats removed = folder.ok() ? RemoveSavedFiles(env, options.dir) : cache::RemovalStats{};
+    const cache::RemovalStats removed =
+        folder.ok() ? RemoveSavedFiles(env, options.dir) : cache::RemovalStats{};
     MX_LOG(kInfo) << "saved caches: off; " << store->disabled_reason_
-                  << (removed.files > 0 ? "; deleted " + std::to_string(removed.files) +
-                                              " saved files of an earlier run (" + Mb(removed.bytes) + ")"
-                                        : std::string())
+                  << (removed.files > 0
+                          ? "; deleted " + std::to_string(removed.files) +
+                                " saved files of an earlier run (" + Mb(removed.bytes) + ")"
+                          : std::string())
                   << (folder.ok() ? std::string() : "; " + folder.ToString());
     return store;
   }

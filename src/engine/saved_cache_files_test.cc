@@ -2,7 +2,6 @@
 // deletes the saved files of an earlier run (as turning it off does), and
 // no cleanup touches a name the store does not make.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>

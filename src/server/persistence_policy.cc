@@ -51,7 +51,8 @@ Result<PersistencePolicy> LoadPolicyFile(Env* env, const std::string& dir) {
   }
   // A regular file only (never blocking on a FIFO), not through a symbolic
   // link (nothing in the cache folder is followed), and of a sane size.
-  MX_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(env, path, {.follow_symlinks = false}, kMaxPolicyFileBytes));
+  MX_ASSIGN_OR_RETURN(std::string text,
+                      ReadSmallFile(env, path, {.follow_symlinks = false}, kMaxPolicyFileBytes));
   auto p = ApplyPolicyPatch(PersistencePolicy{}, text);
   if (!p.ok()) return Status::InvalidArgument(path + ": " + p.status().message());
   return p;

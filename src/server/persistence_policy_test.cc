@@ -74,7 +74,8 @@ TEST(PersistencePolicyTest, PolicyFileThatIsAFifoOrSymlinkIsRefusedWithoutBlocki
     auto p = LoadPolicyFile(Env::Default(), dir.path());
     EXPECT_FALSE(fifo.hung()) << "reading the policy blocked on a FIFO";
     ASSERT_FALSE(p.ok());
-    EXPECT_NE(p.status().message().find(path + " is a FIFO"), std::string::npos) << p.status().ToString();
+    EXPECT_NE(p.status().message().find(path + " is a FIFO"), std::string::npos)
+        << p.status().ToString();
   }
   std::filesystem::remove(path);
   ASSERT_TRUE(SavePolicyFile(Env::Default(), dir.Sub("elsewhere"), {false, 12, 3}).ok());

@@ -160,7 +160,8 @@ class BlockingEnv : public EnvWrapper {
 
   class File : public WritableFile {
    public:
-    File(BlockingEnv* env, std::unique_ptr<WritableFile> base) : env_(env), base_(std::move(base)) {}
+    File(BlockingEnv* env, std::unique_ptr<WritableFile> base)
+        : env_(env), base_(std::move(base)) {}
     Status Append(std::string_view data) override {
       env_->WaitIfArmed();
       return base_->Append(data);
