@@ -31,26 +31,11 @@ std::string Mb(uint64_t bytes) {
   return buf;
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Deletes the saved files of `dir` without opening them (no key needed).
+// Deletes the saved files of `dir` without opening them (no key needed):
+// only the names the store makes, and only regular files.
 cache::RemovalStats RemoveSavedFiles(Env* env, const std::string& dir) {
-  cache::RemovalStats stats;
-  auto names = env->ListDir(dir);
-  if (!names.ok()) return stats;
-  for (const std::string& name : *names) {
-    if (!EndsWith(name, cache::kCacheFileSuffix) && !EndsWith(name, cache::kTempFileSuffix)) continue;
-    const std::string path = JoinPath(dir, name);
-    uint64_t size = 0;
-    if (auto s = env->FileSize(path); s.ok()) size = *s;
-    if (env->RemoveFile(path).ok()) {
-      ++stats.files;
-      stats.bytes += size;
-    }
-  }
-  return stats;
+  auto removed = cache::DiskStore::RemoveSavedFiles(env, dir);
+  return removed.ok() ? *removed : cache::RemovalStats{};
 }
 
 }  // namespace
@@ -95,7 +80,19 @@ Result<std::unique_ptr<SavedCacheStore>> SavedCacheStore::Open(Env* env, const S
   std::unique_ptr<SavedCacheStore> store(new SavedCacheStore(env, options));
   if (!options.enabled) {
     store->disabled_reason_ = "the disk cache is off (MATRICXON_PERSIST_PROMPT_CACHE=false or the saved policy)";
-    MX_LOG(kInfo) << "saved caches: off; " << store->disabled_reason_;
+    // Off means no saved files, as when saving is turned off at run time:
+    // files left by a run with saving on would otherwise stay forever, with
+    // no TTL or budget applied to them.
+    // Not in a folder that fails its check (e.g. another user's).
+    Status folder = cache::PrepareCacheFolder(env, options.dir);
+    const cache::RemovalStats removed =
+        folder.ok() ? RemoveSavedFiles(env, options.dir) : cache::RemovalStats{};
+    MX_LOG(kInfo) << "saved caches: off; " << store->disabled_reason_
+                  << (removed.files > 0
+                          ? "; deleted " + std::to_string(removed.files) +
+                                " saved files of an earlier run (" + Mb(removed.bytes) + ")"
+                          : std::string())
+                  << (folder.ok() ? std::string() : "; " + folder.ToString());
     return store;
   }
   if (Status st = store->OpenDisk(); !st.ok()) {

@@ -80,7 +80,8 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   if (!ParseFileId(id, &file_id)) return Status::InvalidArgument(ctx + ": not a saved-cache id");
   // Positional reads, not a memory map: a file cut short while it is read
   // must give an error, never a SIGBUS.
-  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)));
+  // Never a symbolic link; never blocking on a FIFO (the Env refuses both).
+  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)), {.follow_symlinks = false});
   if (!file_or.ok()) {
     *problem = file_or.status().code() == Status::Code::kNotFound ? Problem::kMissing : Problem::kIo;
     return file_or.status();
@@ -140,16 +141,23 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
                               " bytes, the plaintext " + std::to_string(layout.plaintext_bytes));
     }
   }
-  const uint64_t batch = place != nullptr ? layout.n_chunks : static_cast<uint64_t>(n_threads);
+  // Nothing in the header is trusted before a tag covers it (every chunk's
+  // associated data holds the whole header): a check opens chunk 0 alone
+  // first, and its buffers hold at most what the file's size allows (a
+  // forged chunk size of 256 MiB on a small file allocates a small slot).
+  const uint64_t batch =
+      place != nullptr ? layout.n_chunks
+                       : std::min<uint64_t>(static_cast<uint64_t>(n_threads), layout.n_chunks);
+  const uint64_t slot_bytes = std::min<uint64_t>(chunk, layout.plaintext_bytes);
   std::unique_ptr<uint8_t[]> slots;
-  if (place == nullptr) slots = std::make_unique_for_overwrite<uint8_t[]>(batch * chunk);
+  if (place == nullptr) slots = std::make_unique_for_overwrite<uint8_t[]>(batch * slot_bytes);
   std::vector<uint8_t> meta_bytes;  // check: the plaintext's first bytes
   std::optional<uint64_t> meta_need;
   std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
   std::vector<Status> statuses(static_cast<size_t>(batch));
   std::vector<uint8_t> io_failed(static_cast<size_t>(batch));  // not vector<bool>: written by several threads
-  for (uint64_t first = 0; first < layout.n_chunks; first += batch) {
-    const uint64_t n = std::min(batch, layout.n_chunks - first);
+  for (uint64_t first = 0, n = 0; first < layout.n_chunks; first += n) {
+    n = std::min(first == 0 && place == nullptr ? uint64_t{1} : batch, layout.n_chunks - first);
     std::fill(io_failed.begin(), io_failed.end(), 0);
     ForEach(pool, static_cast<int64_t>(n), [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
@@ -183,7 +191,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       if (place != nullptr) {
         dest.ForRange(index * chunk, plain_n, read_open);
       } else {
-        read_open(slots.get() + static_cast<uint64_t>(k) * chunk, plain_n);
+        read_open(slots.get() + static_cast<uint64_t>(k) * slot_bytes, plain_n);
       }
       if (!status.ok()) return;
       uint8_t tag[kTagBytes];
@@ -213,7 +221,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       if (meta_need && meta_bytes.size() >= *meta_need) break;
       const uint64_t index = first + k;
       const uint64_t plain_n = index + 1 == layout.n_chunks ? layout.last_chunk_bytes : chunk;
-      const uint8_t* p = slots.get() + k * chunk;
+      const uint8_t* p = slots.get() + k * slot_bytes;
       meta_bytes.insert(meta_bytes.end(), p, p + plain_n);
       meta_need = MetadataBytes(meta_bytes);
     }
