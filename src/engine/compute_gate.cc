@@ -57,7 +57,8 @@ void ComputeGate::ExitStep() {
   cv_.notify_all();
 }
 
-bool ComputeGate::BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool* idle_out) {
+bool ComputeGate::BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool* idle_out,
+                             uint64_t idle_only_until_us) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (cancel != nullptr && cancel->load()) {
@@ -69,7 +70,8 @@ bool ComputeGate::BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool*
     const uint64_t now = env_->NowMicros();
     AccrueLocked(now);
     const bool idle = active_loops_ == 0;
-    if (idle || urgent || credit_us_ >= 0) {
+    const bool deferred = !urgent && now < idle_only_until_us;
+    if (idle || (!deferred && (urgent || credit_us_ >= 0))) {
       slice_wanted_ = true;
       const bool steps_first = steps_waiting_ > 0 && !step_since_slice_;
       if (steps_running_ == 0 && !steps_first && !slice_running_) {
@@ -84,6 +86,10 @@ bool ComputeGate::BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool*
         return true;
       }
       cv_.wait_for(lock, std::chrono::milliseconds(50));
+    } else if (deferred) {
+      // Only while idle, until the deferral ends (SetLoopActive notifies).
+      slice_wanted_ = false;
+      cv_.wait_for(lock, std::chrono::microseconds(std::min<uint64_t>(idle_only_until_us - now, 100000)));
     } else {
       // Not yet earned: wait until the credit is back at zero.
       slice_wanted_ = false;

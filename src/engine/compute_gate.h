@@ -62,9 +62,12 @@ class ComputeGate {
   // Waits until a slice may run (see the class comment), or until *cancel
   // becomes true or Wake() is called with it set (returns false: no slice).
   // `urgent`: ignore the busy share (steps still alternate with slices).
-  // *idle (optional): whether no loop was active when the slice began (the
-  // slice may then use every core).
-  bool BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool* idle = nullptr);
+  // Until `idle_only_until_us` (Env::NowMicros; 0: never) a slice that is
+  // not urgent runs only while no loop is active: work deferred for replies
+  // pauses when a reply starts. *idle (optional): whether no loop was active
+  // when the slice began (the slice may then use every core).
+  bool BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool* idle = nullptr,
+                  uint64_t idle_only_until_us = 0);
   void EndSlice();
   // Re-evaluates waiting BeginSlice calls (after setting their cancel flag).
   void Wake();

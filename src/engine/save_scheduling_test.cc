@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -95,7 +96,9 @@ class SaveSchedulingTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, SavedCacheOptions o) {
+  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, const std::function<void(SavedCacheOptions&)>& set) {
+    SavedCacheOptions o;
+    set(o);
     o.dir = dir_;
     o.passphrase = "scheduling";
     o.check_in_background = false;
@@ -161,7 +164,7 @@ LoadedModel* SaveSchedulingTest::models_[2] = {nullptr, nullptr};
 // A chat that left RAM but is not written yet continues from its state in
 // the queue (taken back), and the reply equals a full re-read.
 TEST_F(SaveSchedulingTest, QueuedChatContinuesFromRam) {
-  auto store = OpenStore(Env::Default(), {.background_writer = false});
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
   auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
   GenRequest a = Greedy(0, "the first chat, which will leave the pool", 6);
   Reply ra = Run(*s, a);
@@ -180,7 +183,7 @@ TEST_F(SaveSchedulingTest, QueuedChatContinuesFromRam) {
 // A prompt sharing only the start of a queued chat gets a copy of that
 // start; the queued chat itself is still written whole.
 TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved) {
-  auto store = OpenStore(Env::Default(), {.background_writer = false});
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
   auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
   const std::string notes = "shared notes that several chats start with, long enough to be worth reusing; ";
   GenRequest a = Greedy(0, notes + "first question", 4);
@@ -206,7 +209,7 @@ TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved)
 
 // However far over its byte budget the queue is, no chat is dropped.
 TEST_F(SaveSchedulingTest, NothingIsDroppedOverTheQueueBudget) {
-  auto store = OpenStore(Env::Default(), {.queue_budget_bytes = 1, .background_writer = true});
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.queue_budget_bytes = 1; o.background_writer = true; });
   auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
   for (int i = 0; i < 12; ++i) Run(*s, Greedy(0, "chat number " + std::to_string(i) + " of twelve", 3));
   s.reset();
@@ -220,7 +223,7 @@ TEST_F(SaveSchedulingTest, NothingIsDroppedOverTheQueueBudget) {
 // is written once the server is idle.
 TEST_F(SaveSchedulingTest, SavesWaitWhileAnyModelReplies) {
   WriteLog log;
-  auto store = OpenStore(&log, {.defer_ms = 600000});
+  auto store = OpenStore(&log, [](SavedCacheOptions& o) { o.defer_ms = 600000; });
   log.gate = &store->gate();
   auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/2048);
   auto m1 = Make(1, store.get(), /*slots=*/1, &log);
@@ -248,7 +251,7 @@ TEST_F(SaveSchedulingTest, SavesWaitWhileAnyModelReplies) {
 // in slices between forward passes: never during one.
 TEST_F(SaveSchedulingTest, UnderLoadSavesRunBetweenForwardPasses) {
   WriteLog log;
-  auto store = OpenStore(&log, {.defer_ms = 0});
+  auto store = OpenStore(&log, [](SavedCacheOptions& o) { o.defer_ms = 0; });
   log.gate = &store->gate();
   auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/2048);
   auto m1 = Make(1, store.get(), /*slots=*/1, &log);

@@ -335,11 +335,12 @@ namespace {
 class GatePacer : public cache::SavePacer {
  public:
   GatePacer(ComputeGate* gate, const std::atomic<bool>* abort, ThreadPool* idle_pool,
-            std::function<bool()> urgent)
-      : gate_(gate), abort_(abort), idle_pool_(idle_pool), urgent_(std::move(urgent)) {}
+            std::function<bool()> urgent, uint64_t deferred_until_us)
+      : gate_(gate), abort_(abort), idle_pool_(idle_pool), urgent_(std::move(urgent)),
+        deferred_until_us_(deferred_until_us) {}
   Result<ThreadPool*> BeginSlice() override {
     bool idle = false;
-    if (!gate_->BeginSlice(urgent_(), abort_, &idle)) {
+    if (!gate_->BeginSlice(urgent_(), abort_, &idle, deferred_until_us_)) {
       return Status::NotFound("the cached chat was taken back (or saving was turned off) while it was written");
     }
     return idle ? idle_pool_ : nullptr;
@@ -351,6 +352,7 @@ class GatePacer : public cache::SavePacer {
   const std::atomic<bool>* abort_;
   ThreadPool* idle_pool_;
   std::function<bool()> urgent_;
+  uint64_t deferred_until_us_;
 };
 
 }  // namespace
@@ -371,10 +373,13 @@ bool SavedCacheStore::WriteNode(const Node& node, bool paced, ThreadPool* pool) 
   const PendingSave& item = node->item;
   // Sealed straight from the state's own memory (no serialized copy).
   const models::SerializedView view = item.state->SerializeView();
-  GatePacer pacer(&gate_, &node->abort, pool, [this] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return UrgentLocked();
-  });
+  GatePacer pacer(
+      &gate_, &node->abort, pool,
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return UrgentLocked();
+      },
+      node->queued_us + options_.defer_ms * 1000);
   auto saved = d->Save({item.model, 0, 0}, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
   const bool abandoned = !saved.ok() && node->abort;
   bool still_on = false;

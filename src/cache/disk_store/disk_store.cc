@@ -107,16 +107,11 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
     purges_before = purges_;
   }
   uint64_t written_bytes = 0;
-<<<<<<< HEAD
   Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, pacer, &written_bytes);
-  std::lock_guard<std::mutex> lock(mu_);
-=======
-  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, &written_bytes);
   // The last use lives in the file's modification time (read back by
   // StartupCheck); best effort, the record holds it too.
   if (st.ok()) env_->SetModifiedTime(PathOf(CacheFileName(id)), m.last_used_us);
   std::unique_lock<std::mutex> lock(mu_);
->>>>>>> files
   writing_.erase(id);
   if (!st.ok()) return st;
   if (purges_ != purges_before || purging_ > 0) {

@@ -330,6 +330,16 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
     if (pacer != nullptr) pacer->EndSlice();
     first += static_cast<uint64_t>(n);
   }
+  // The fsync and rename wait on the disk, not the CPU: they run outside
+  // slices, but start only when a slice could (never early in a reply).
+  if (st.ok() && pacer != nullptr) {
+    auto granted = pacer->BeginSlice();
+    if (granted.ok()) {
+      pacer->EndSlice();
+    } else {
+      st = granted.status();
+    }
+  }
   if (st.ok()) st = file->Sync();
   Status closed = file->Close();
   if (st.ok()) st = closed;
