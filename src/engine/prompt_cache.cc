@@ -182,7 +182,12 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
                                          static_cast<int64_t>(prompt.size()) - 1)
                      : 0;
     if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), &t, &disk_why)) return t;
-    if (queued_reuse > ram_reuse && TryQueued(prompt, queued, queued_reuse, &t)) return t;
+    if (queued_reuse > ram_reuse) {
+      if (TryQueued(prompt, queued, queued_reuse, &t)) return t;
+      // It was written while we looked: it is on disk now.
+      disk_why.clear();
+      if (TryDisk(prompt, ram_reuse, &t, &disk_why)) return t;
+    }
   }
   MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt));
   const cache::LookupPlan& plan = t.lease_.plan();
