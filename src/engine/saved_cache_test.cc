@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -38,18 +40,29 @@ class RecordingEnv : public EnvWrapper {
   std::atomic<int> writes_during_reply{0};
 
   void Record() {
-    ++writes;
     const Scheduler* s = scheduler.load();
     if (s != nullptr && s->active() > 0) ++writes_during_reply;
-    std::lock_guard<std::mutex> lock(mu);
-    write_times_us.push_back(NowMicros());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      write_times_us.push_back(NowMicros());
+      ++writes;
+    }
+    written.notify_all();
   }
   std::vector<uint64_t> WriteTimes() {
     std::lock_guard<std::mutex> lock(mu);
     return write_times_us;
   }
+  // Blocks until a write after the first `seen` ones is recorded, or 100 ms
+  // pass (then the caller looks at the store again); returns the count.
+  int WaitForWriteAfter(int seen) {
+    std::unique_lock<std::mutex> lock(mu);
+    written.wait_for(lock, std::chrono::milliseconds(100), [&] { return writes.load() > seen; });
+    return writes.load();
+  }
 
   std::mutex mu;
+  std::condition_variable written;
   std::vector<uint64_t> write_times_us;  // every append to a saved cache
 
   class File : public WritableFile {
@@ -74,6 +87,23 @@ class RecordingEnv : public EnvWrapper {
     if (path.find(".mxpc") == std::string::npos) return f;
     return std::unique_ptr<WritableFile>(new File(this, std::move(f)));
   }
+};
+
+// A clock that stands still except when a saved cache is published (its
+// rename), which takes exactly kWriteUs: time limits are then counted in
+// files, whatever the machine's speed.
+class SteppingClockEnv : public EnvWrapper {
+ public:
+  static constexpr uint64_t kWriteUs = 10'000;
+  SteppingClockEnv() : EnvWrapper(Env::Default()) {}
+  uint64_t NowMicros() override { return now_us_.load(); }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (to.find(".mxpc") != std::string::npos) now_us_ += kWriteUs;
+    return target()->RenameFile(from, to);
+  }
+
+ private:
+  std::atomic<uint64_t> now_us_{1'000'000};
 };
 
 class SavedCacheTest : public ::testing::Test {
@@ -251,7 +281,13 @@ TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
     other.join();
     replies.push_back(second);
   }
-  for (int i = 0; i < 500 && store->Usage().queued > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The idle loop writes the evicted chats one by one; wait for the queue to
+  // empty, woken by each write (the deadline only keeps a broken build from
+  // hanging; it bounds nothing).
+  const uint64_t give_up_us = Env::Default()->NowMicros() + 120'000'000;
+  for (int seen = env.writes.load(); store->Usage().queued > 0 && Env::Default()->NowMicros() < give_up_us;) {
+    seen = env.WaitForWriteAfter(seen);
+  }
   EXPECT_EQ(store->Usage().queued, 0u);
   EXPECT_GT(env.writes.load(), 0);
   // Sampled at every write: the model had no active request.
@@ -268,20 +304,31 @@ TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
   env.scheduler = nullptr;
 }
 
+// The limit is checked before each file: a file once begun is finished, the
+// rest of the queue is dropped. On a clock where each write takes 10 ms, a
+// 0 ms limit writes one file of three and a 15 ms limit two.
 TEST_F(SavedCacheTest, DrainStopsAtItsTimeLimit) {
-  auto store = OpenStore(Env::Default(), "test passphrase", /*writer=*/false);
   const cache::ModelBinding model{"sha256:test", 7};
-  for (int i = 0; i < 3; ++i) {
-    auto state = std::make_unique<models::SequenceState>(
-        std::make_shared<models::StateLayout>(models::StateLayout::ForModel(models_[0]->model->config(), DType::kF16, 64)));
-    store->Enqueue({model, {1, 2, 3, i}, std::move(state)});
+  auto enqueue = [&](SavedCacheStore& store, int n, int tag) {
+    for (int i = 0; i < n; ++i) {
+      auto state = std::make_unique<models::SequenceState>(std::make_shared<models::StateLayout>(
+          models::StateLayout::ForModel(models_[0]->model->config(), DType::kF16, 64)));
+      store.Enqueue({model, {1, 2, tag, i}, std::move(state)});
+    }
+  };
+  for (const auto& [timeout_ms, expect_written] : {std::pair<uint64_t, size_t>{0, 1}, {15, 2}, {1000, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "limit " << timeout_ms << " ms");
+    fs::remove_all(dir_);
+    SteppingClockEnv clock;
+    auto store = OpenStore(&clock, "test passphrase", /*writer=*/false);
+    enqueue(*store, 3, static_cast<int>(timeout_ms));
+    ASSERT_TRUE(store->HasPending(model));
+    EXPECT_EQ(store->Drain(model, timeout_ms, nullptr), expect_written);
+    EXPECT_EQ(store->Usage().files, expect_written);
+    EXPECT_EQ(SavedFiles(), expect_written);
+    EXPECT_FALSE(store->HasPending(model));
+    EXPECT_EQ(store->Usage().queued, 0u);
   }
-  ASSERT_TRUE(store->HasPending(model));
-  const size_t written = store->Drain(model, /*timeout_ms=*/0, nullptr);
-  EXPECT_LE(written, 1u);  // the limit is checked between files
-  EXPECT_EQ(store->Usage().files, written);
-  EXPECT_FALSE(store->HasPending(model));
-  EXPECT_EQ(store->Usage().queued, 0u);
 }
 
 TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
