@@ -89,7 +89,8 @@ bool ComputeGate::BeginSlice(bool urgent, const std::atomic<bool>* cancel, bool*
     } else if (deferred) {
       // Only while idle, until the deferral ends (SetLoopActive notifies).
       slice_wanted_ = false;
-      cv_.wait_for(lock, std::chrono::microseconds(std::min<uint64_t>(idle_only_until_us - now, 100000)));
+      cv_.wait_for(lock,
+                   std::chrono::microseconds(std::min<uint64_t>(idle_only_until_us - now, 100000)));
     } else {
       // Not yet earned: wait until the credit is back at zero.
       slice_wanted_ = false;

@@ -35,13 +35,13 @@ struct ComputeGateOptions {
 
 // What the gate has seen, for /api/cache/persistence and tests.
 struct ComputeGateStats {
-  uint64_t steps = 0;              // forward passes bracketed
-  uint64_t slices = 0;             // background slices run
-  uint64_t busy_slices = 0;        // ... of which while a loop was active
-  uint64_t busy_slice_us = 0;      // their total time
-  uint64_t max_slice_us = 0;       // the longest slice
-  uint64_t step_wait_us = 0;       // total time steps waited for a slice to end
-  uint64_t max_step_wait_us = 0;   // the longest such wait
+  uint64_t steps = 0;             // forward passes bracketed
+  uint64_t slices = 0;            // background slices run
+  uint64_t busy_slices = 0;       // ... of which while a loop was active
+  uint64_t busy_slice_us = 0;     // their total time
+  uint64_t max_slice_us = 0;      // the longest slice
+  uint64_t step_wait_us = 0;      // total time steps waited for a slice to end
+  uint64_t max_step_wait_us = 0;  // the longest such wait
 };
 
 class ComputeGate {
@@ -86,17 +86,17 @@ class ComputeGate {
   ComputeGateOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  int active_loops_ = 0;         // guarded by mu_
-  int steps_running_ = 0;        // guarded by mu_
-  int steps_waiting_ = 0;        // guarded by mu_
-  bool slice_running_ = false;   // guarded by mu_
-  bool slice_wanted_ = false;    // guarded by mu_: a BeginSlice may run as soon as steps end
-  bool step_since_slice_ = true; // guarded by mu_
-  bool slice_idle_ = false;      // guarded by mu_: the running slice began with no loop active
-  uint64_t slice_start_us_ = 0;  // guarded by mu_
-  double credit_us_ = 0;         // guarded by mu_
-  uint64_t accrued_at_us_ = 0;   // guarded by mu_
-  ComputeGateStats stats_;       // guarded by mu_
+  int active_loops_ = 0;          // guarded by mu_
+  int steps_running_ = 0;         // guarded by mu_
+  int steps_waiting_ = 0;         // guarded by mu_
+  bool slice_running_ = false;    // guarded by mu_
+  bool slice_wanted_ = false;     // guarded by mu_: a BeginSlice may run as soon as steps end
+  bool step_since_slice_ = true;  // guarded by mu_
+  bool slice_idle_ = false;       // guarded by mu_: the running slice began with no loop active
+  uint64_t slice_start_us_ = 0;   // guarded by mu_
+  double credit_us_ = 0;          // guarded by mu_
+  uint64_t accrued_at_us_ = 0;    // guarded by mu_
+  ComputeGateStats stats_;        // guarded by mu_
 };
 
 // RAII bracket of one forward pass (no-op without a gate).

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -71,7 +71,8 @@ class WriteLog : public EnvWrapper {
 class SaveSchedulingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    base_ = new std::string(std::string(::testing::TempDir()) + "/save_scheduling_" + std::to_string(getpid()));
+    base_ = new std::string(std::string(::testing::TempDir()) + "/save_scheduling_" +
+                            std::to_string(getpid()));
     fs::create_directories(*base_);
     for (int i = 0; i < 2; ++i) {
       models::SyntheticSpec spec;
@@ -96,7 +97,8 @@ class SaveSchedulingTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, const std::function<void(SavedCacheOptions&)>& set) {
+  std::unique_ptr<SavedCacheStore> OpenStore(Env* env,
+                                             const std::function<void(SavedCacheOptions&)>& set) {
     SavedCacheOptions o;
     set(o);
     o.dir = dir_;
@@ -146,7 +148,8 @@ class SaveSchedulingTest : public ::testing::Test {
   }
   static Reply Run(Scheduler& s, GenRequest r) { return Collect(*s.Submit(std::move(r))); }
   // The prompt of the chat's next turn: this turn's prompt, reply, a question.
-  static GenRequest NextTurn(int which, const GenRequest& r, const Reply& reply, const std::string& more) {
+  static GenRequest NextTurn(int which, const GenRequest& r, const Reply& reply,
+                             const std::string& more) {
     GenRequest next = r;
     next.prompt.insert(next.prompt.end(), reply.tokens.begin(), reply.tokens.end());
     auto extra = models_[which]->tokenizer->Encode(more, false, false);
@@ -172,7 +175,8 @@ TEST_F(SaveSchedulingTest, QueuedChatContinuesFromRam) {
   ASSERT_EQ(store->Usage().queued, 1u);
   GenRequest a2 = NextTurn(0, a, ra, " and a follow-up");
   Reply r2 = Run(*s, a2);
-  const int64_t held = static_cast<int64_t>(a.prompt.size() + ra.tokens.size()) - 1;  // the last token is not read
+  const int64_t held =
+      static_cast<int64_t>(a.prompt.size() + ra.tokens.size()) - 1;  // the last token is not read
   EXPECT_GE(r2.last.cached_tokens, held);
   // Taken back: the queue no longer holds a (only the chat that left now).
   EXPECT_EQ(store->Usage().queued, 1u);
@@ -185,7 +189,8 @@ TEST_F(SaveSchedulingTest, QueuedChatContinuesFromRam) {
 TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved) {
   auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
   auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
-  const std::string notes = "shared notes that several chats start with, long enough to be worth reusing; ";
+  const std::string notes =
+      "shared notes that several chats start with, long enough to be worth reusing; ";
   GenRequest a = Greedy(0, notes + "first question", 4);
   Reply ra = Run(*s, a);
   Run(*s, Greedy(0, "an unrelated chat", 4));  // a is queued
@@ -203,15 +208,20 @@ TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved)
   auto disk = cache::DiskStore::Open(Env::Default(), dir_, *key, {});
   ASSERT_TRUE(disk.ok());
   (*disk)->StartupCheck();
-  for (const cache::SavedEntryInfo& e : (*disk)->List()) found_whole = found_whole || e.n_tokens == a_tokens;
+  for (const cache::SavedEntryInfo& e : (*disk)->List())
+    found_whole = found_whole || e.n_tokens == a_tokens;
   EXPECT_TRUE(found_whole);
 }
 
 // However far over its byte budget the queue is, no chat is dropped.
 TEST_F(SaveSchedulingTest, NothingIsDroppedOverTheQueueBudget) {
-  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.queue_budget_bytes = 1; o.background_writer = true; });
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) {
+    o.queue_budget_bytes = 1;
+    o.background_writer = true;
+  });
   auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
-  for (int i = 0; i < 12; ++i) Run(*s, Greedy(0, "chat number " + std::to_string(i) + " of twelve", 3));
+  for (int i = 0; i < 12; ++i)
+    Run(*s, Greedy(0, "chat number " + std::to_string(i) + " of twelve", 3));
   s.reset();
   EXPECT_EQ(store->DrainAll(30000), 0u);
   EXPECT_EQ(store->Usage().files, 12u);
@@ -234,14 +244,16 @@ TEST_F(SaveSchedulingTest, SavesWaitWhileAnyModelReplies) {
   Run(*m1, Greedy(1, "model one, first chat", 3));
   Reply evicting = Run(*m1, Greedy(1, "model one, second chat", 3));  // the first one is queued
   Reply r0 = Collect(*stream);
-  ASSERT_LT(evicting.last.time_us, r0.last.time_us) << "model 0's reply must outlast model 1's chats";
+  ASSERT_LT(evicting.last.time_us, r0.last.time_us)
+      << "model 0's reply must outlast model 1's chats";
   for (int i = 0; i < 500 && store->Usage().writes == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(store->Usage().writes, 1u);
   for (uint64_t t : log.Times()) {
     EXPECT_FALSE(t > first.time_us && t < r0.last.time_us)
-        << "a write at " << t << " us inside model 0's reply [" << first.time_us << ", " << r0.last.time_us << "]";
+        << "a write at " << t << " us inside model 0's reply [" << first.time_us << ", "
+        << r0.last.time_us << "]";
   }
   EXPECT_EQ(log.appends_during_steps.load(), 0);
   log.gate = nullptr;
@@ -267,7 +279,8 @@ TEST_F(SaveSchedulingTest, UnderLoadSavesRunBetweenForwardPasses) {
   const bool still_replying = m0->active() > 0;
   Reply r0 = Collect(*stream);
   ASSERT_TRUE(still_replying) << "model 0's reply ended before the writes could be observed";
-  EXPECT_EQ(writes_during_reply, 3u) << "queued " << store->Usage().queued << ", active " << m0->active();
+  EXPECT_EQ(writes_during_reply, 3u)
+      << "queued " << store->Usage().queued << ", active " << m0->active();
   EXPECT_GT(store->Usage().gate.busy_slices, 0u);
   EXPECT_GT(log.appends.load(), 0);
   EXPECT_EQ(log.appends_during_steps.load(), 0);
@@ -277,7 +290,8 @@ TEST_F(SaveSchedulingTest, UnderLoadSavesRunBetweenForwardPasses) {
 // The pool counts the memory a state holds, not its content: a cut gives
 // pages back, growth while in use counts.
 TEST_F(SaveSchedulingTest, StateMemoryFollowsItsBackedRows) {
-  auto runner = models::Runner::Create(*models_[0]->model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 2048});
+  auto runner = models::Runner::Create(*models_[0]->model,
+                                       {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 2048});
   ASSERT_TRUE(runner.ok());
   auto state = (*runner)->NewSequence();
   const size_t per_token = (*runner)->layout()->kv_bytes_per_token();

@@ -4,10 +4,10 @@
 // when the pool is larger than the write queue, one model's saves wait for
 // another model's reply, and a state bigger than the memory left fails its
 // own request while the server goes on.
-#include <gtest/gtest.h>
-#include <signal.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -24,7 +24,8 @@
 namespace mx::testing {
 namespace {
 
-Json ChatBody(const std::string& model, const std::vector<Msg>& msgs, int max_tokens, bool cache = true) {
+Json ChatBody(const std::string& model, const std::vector<Msg>& msgs, int max_tokens,
+              bool cache = true) {
   Json body = ChatRequestBody(msgs, max_tokens, cache);
   body["model"] = model;
   body["ignore_eos"] = true;  // every reply has exactly max_tokens tokens
@@ -62,7 +63,8 @@ class SaveUnderLoadTest : public ::testing::Test {
  protected:
   void SetUp() override {
     signal(SIGPIPE, SIG_IGN);
-    dir_ = TempDir(std::string("load_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = TempDir(std::string("load_") +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
     cache_dir_ = dir_ + "/prompt_cache";
     ASSERT_TRUE(MakeModel(dir_ + "/models/tiny.gguf"));
   }
@@ -77,7 +79,9 @@ class SaveUnderLoadTest : public ::testing::Test {
     env.emplace("MATRICXON_MODELS_DIR", dir_ + "/models");
     env.emplace("MATRICXON_PROMPT_CACHE_DIR", cache_dir_);
     std::string error;
-    ASSERT_TRUE(server_->Start(args, env, dir_ + "/server" + std::to_string(++starts_) + ".log", &error)) << error;
+    ASSERT_TRUE(
+        server_->Start(args, env, dir_ + "/server" + std::to_string(++starts_) + ".log", &error))
+        << error;
   }
   void Stop() {
     const int status = server_->StopWith(SIGTERM);
@@ -89,13 +93,15 @@ class SaveUnderLoadTest : public ::testing::Test {
   // Each user's chat differs from the start of its system prompt (numbers
   // alone could make one user's prompt look like another's trimmed chat).
   static std::vector<Msg> Opening(int user) {
-    static const char* kNames[] = {"Alice", "Bartholomew", "Cecilia", "Dmitri", "Eleanor", "Fujiko", "Gustavo",
-                                   "Hildegard", "Ignatius", "Jasmine", "Konstantin", "Leopold", "Maximilian",
-                                   "Natalia", "Octavia", "Percival"};
+    static const char* kNames[] = {"Alice",      "Bartholomew", "Cecilia",    "Dmitri",
+                                   "Eleanor",    "Fujiko",      "Gustavo",    "Hildegard",
+                                   "Ignatius",   "Jasmine",     "Konstantin", "Leopold",
+                                   "Maximilian", "Natalia",     "Octavia",    "Percival"};
     const std::string name = kNames[user % 16];
-    return {{"system", name + " reads these notes. You answer questions about the notes of " + name +
-                           ". The notes are long enough that re-reading them costs real time."},
-            {"user", name + " asks the first question."}};
+    return {
+        {"system", name + " reads these notes. You answer questions about the notes of " + name +
+                       ". The notes are long enough that re-reading them costs real time."},
+        {"user", name + " asks the first question."}};
   }
 
   std::string dir_, cache_dir_;
@@ -123,7 +129,8 @@ TEST_F(SaveUnderLoadTest, ChatsThatLeftABusyPoolComeBack) {
         Turn t = ChatOn(port(), "tiny", chat, 12);
         if (t.prompt_tokens == 0) ++failures;
         chat.push_back({"assistant", t.text});
-        chat.push_back({"user", "Turn " + std::to_string(turn) + " of user " + std::to_string(u) + "."});
+        chat.push_back(
+            {"user", "Turn " + std::to_string(turn) + " of user " + std::to_string(u) + "."});
       }
     });
   }
@@ -173,7 +180,8 @@ TEST_F(SaveUnderLoadTest, UnloadWritesEveryChatOfAPoolLargerThanTheQueue) {
 // reply is over.
 TEST_F(SaveUnderLoadTest, OneModelsSavesWaitForAnotherModelsReply) {
   ASSERT_TRUE(MakeModel(dir_ + "/models/other.gguf"));
-  Start({"--prompt-cache-slots", "1", "--ctx-size", "4096"}, {{"MATRICXON_PERSIST_WRITE_DEFER_MS", "600000"}});
+  Start({"--prompt-cache-slots", "1", "--ctx-size", "4096"},
+        {{"MATRICXON_PERSIST_WRITE_DEFER_MS", "600000"}});
   ChatOn(port(), "other", Opening(0), 2);  // both models loaded before the reply starts
   // The long reply streams over a raw socket: its first token says it runs.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -186,8 +194,10 @@ TEST_F(SaveUnderLoadTest, OneModelsSavesWaitForAnotherModelsReply) {
   Json body = ChatBody("tiny", Opening(1), 3000);
   body["stream"] = true;
   const std::string payload = body.dump();
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " + std::to_string(payload.size()) + "\r\nConnection: close\r\n\r\n" + payload;
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(payload.size()) + "\r\nConnection: close\r\n\r\n" + payload;
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   std::string received;
   char buf[4096];
@@ -229,8 +239,9 @@ TEST_F(SaveUnderLoadTest, OneModelsSavesWaitForAnotherModelsReply) {
 TEST_F(SaveUnderLoadTest, AStateBiggerThanTheMemoryLeftFailsItsRequestOnly) {
   // 32 KiB of KV per token: 48 MiB of headroom hold about 1500 tokens.
   const std::string big = dir_ + "/models/wide.gguf";
-  const std::string cmd = BinaryPath() + " make-model --out " + big +
-                          " --layers 8 --dim 512 --heads 8 --kv-heads 8 --ffn 512 --context 16384 --quiet";
+  const std::string cmd =
+      BinaryPath() + " make-model --out " + big +
+      " --layers 8 --dim 512 --heads 8 --kv-heads 8 --ffn 512 --context 16384 --quiet";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   Start({"--ctx-size", "16384", "--prompt-cache-budget-mb", "8"});
   ChatOn(port(), "wide", Opening(0), 2);  // loaded, threads started
