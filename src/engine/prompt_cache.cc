@@ -106,14 +106,8 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
   std::unique_ptr<models::SequenceState> state = std::move(loaded->state);
   // Recurrent state cannot be rewound: cut at the newest snapshot (or the
   // end) at or before `use`.
-  int64_t cut = use;
+  const int64_t cut = state->NewestCutAtOrBefore(use);
   if (state->has_recurrent()) {
-    cut = 0;
-    std::vector<int64_t> points = state->SnapshotPositions();
-    points.push_back(state->n_tokens());
-    for (int64_t p : points) {
-      if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
-    }
     if (cut < in_memory + disk_.store->min_gain_tokens()) {
       *why = "the best saved cache has no recurrent snapshot within the shared start";
       return false;
@@ -250,15 +244,7 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     if (!taken.ok()) return false;  // written meanwhile: it is on disk now
     tokens = std::move(taken->tokens);
     state = std::move(taken->state);
-    int64_t cut = use;
-    if (state->has_recurrent()) {
-      cut = 0;
-      std::vector<int64_t> points = state->SnapshotPositions();
-      points.push_back(state->n_tokens());
-      for (int64_t p : points) {
-        if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
-      }
-    }
+    const int64_t cut = state->NewestCutAtOrBefore(use);
     if (cut < state->n_tokens() && !state->Truncate(cut).ok()) return false;
     tokens.resize(static_cast<size_t>(cut));
     how = cut == static_cast<int64_t>(match.n_tokens) ? "taken back from the write queue"

@@ -310,3 +310,68 @@ TEST_F(SaveSchedulingTest, StateMemoryFollowsItsBackedRows) {
 
 }  // namespace
 }  // namespace mx::engine
+
+namespace mx::engine {
+namespace {
+
+// The hybrid reference model: a queued recurrent state is taken back (cut at
+// a snapshot when its last reply differs) and its reply equals a re-read.
+TEST(SaveSchedulingHybridTest, QueuedRecurrentChatContinuesFromRam) {
+  const std::string dir =
+      std::string(::testing::TempDir()) + "/save_scheduling_hybrid_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  auto lm = LoadedModel::Load(
+      Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/tiny-hybrid-nemotron_h.gguf", {});
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  SavedCacheOptions so;
+  so.dir = dir;
+  so.passphrase = "hybrid";
+  so.check_in_background = false;
+  so.background_writer = false;
+  auto store = SavedCacheStore::Open(Env::Default(), so);
+  ASSERT_TRUE(store.ok());
+  SchedulerOptions o;
+  o.n_threads = 1;
+  o.n_ctx = 512;
+  o.model_name = "hybrid";
+  o.cache.slots = 1;
+  o.cache.saved = store->get();
+  auto s = Scheduler::Create(**lm, o, Env::Default());
+  ASSERT_TRUE(s.ok());
+  auto run = [&](GenRequest r) {
+    auto stream = (*s)->Submit(std::move(r));
+    std::vector<int32_t> out;
+    GenEvent ev;
+    GenEvent last;
+    while (stream->Next(&ev)) {
+      if (ev.has_token) out.push_back(ev.token);
+      if (ev.final) last = ev;
+    }
+    EXPECT_TRUE(last.status.ok()) << last.status.ToString();
+    return std::make_pair(out, last.cached_tokens);
+  };
+  GenRequest a;
+  a.prompt =
+      (*lm)->tokenizer->Encode("a hybrid chat that leaves the pool and comes back", true, true);
+  a.sampling.temperature = 0;
+  a.max_tokens = 5;
+  a.ignore_eos = true;
+  auto [reply_a, cached_a] = run(a);
+  GenRequest b = a;
+  b.prompt = (*lm)->tokenizer->Encode("another chat takes the only slot", true, true);
+  run(b);
+  ASSERT_EQ((*store)->Usage().queued, 1u);
+  GenRequest a2 = a;
+  a2.prompt.insert(a2.prompt.end(), reply_a.begin(), reply_a.end());
+  auto more = (*lm)->tokenizer->Encode(" and then?", false, false);
+  a2.prompt.insert(a2.prompt.end(), more.begin(), more.end());
+  auto [reply2, cached2] = run(a2);
+  EXPECT_GE(cached2, static_cast<int64_t>(a.prompt.size()));
+  a2.cache_prompt = false;
+  EXPECT_EQ(run(a2).first, reply2);
+  s->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mx::engine

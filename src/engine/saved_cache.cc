@@ -587,14 +587,7 @@ Result<std::unique_ptr<models::SequenceState>> SavedCacheStore::CopyQueued(uint6
     ++node->readers;  // read-only, beside the writer
   }
   const models::SequenceState& state = *node->item.state;
-  int64_t cut = std::min(max_tokens, state.n_tokens());
-  while (cut > 0 && !state.CanCutAt(cut)) {
-    int64_t best = 0;
-    for (int64_t p : state.SnapshotPositions()) {
-      if (p <= cut && state.CanCutAt(p)) best = std::max(best, p);
-    }
-    cut = best;
-  }
+  const int64_t cut = state.NewestCutAtOrBefore(max_tokens);
   auto copy = cut > 0 ? state.ClonePrefix(cut) : Result<std::unique_ptr<models::SequenceState>>(
                                                       Status::NotFound("no point to cut the queued chat at"));
   if (copy.ok()) tokens->assign(node->item.tokens.begin(), node->item.tokens.begin() + cut);

@@ -124,6 +124,17 @@ bool SequenceState::CanCutAt(int64_t n) const {
   return false;
 }
 
+int64_t SequenceState::NewestCutAtOrBefore(int64_t n) const {
+  n = std::clamp<int64_t>(n, 0, n_tokens_);
+  if (!has_recurrent()) return n;
+  int64_t cut = 0;
+  if (n == n_tokens_) return n;
+  for (const auto& s : snapshots_) {
+    if (s.complete && s.n_tokens <= n) cut = std::max(cut, s.n_tokens);
+  }
+  return cut;
+}
+
 void SequenceState::RequestSnapshot(int64_t n) {
   if (!has_recurrent() || n <= n_tokens_) return;
   for (const auto& s : snapshots_) {

@@ -134,6 +134,11 @@ class SequenceState {
   // which only the model's compute loop uses, between forward passes.
   void set_copy_pool(ThreadPool* pool) { pool_ = pool; }
 
+  // The most tokens <= n this state can be cut (or copied) at: n itself for
+  // attention-only states; for recurrent ones the newest complete snapshot
+  // or the end at or before n (0 when none).
+  int64_t NewestCutAtOrBefore(int64_t n) const;
+
   // Makes room for n tokens in total, backed by memory now. ResourceExhausted
   // when n > n_ctx or the memory cannot be had (nothing changes then).
   Status Reserve(int64_t n);
