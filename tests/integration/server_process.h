@@ -90,6 +90,7 @@ class ServerProcess {
     return ss.str();
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
