@@ -428,6 +428,16 @@ TEST_F(HttpFrontTest, APortInUseIsAStartupErrorNamingIt) {
   ExpectHealthy(500);
 }
 
+TEST_F(HttpFrontTest, OpenAdminRoutesOffLoopbackRefuseToStart) {
+  ServerProcess open;
+  std::string error;
+  // Refused before anything is bound: nothing listens on the network.
+  EXPECT_FALSE(open.Start({"--host", "0.0.0.0"}, {{"MATRICXON_MODELS_DIR", *dir_ + "/models"}}, *dir_ + "/open.log",
+                          &error));
+  EXPECT_NE(error.find("MATRICXON_ADMIN_TOKEN"), std::string::npos) << error;
+  EXPECT_NE(error.find("MATRICXON_ALLOW_OPEN_ADMIN"), std::string::npos) << error;
+}
+
 TEST_F(HttpFrontTest, NamesCannotForgeLogLinesOrMetricSeries) {
   // A model file whose name closes its label and starts a series of its own.
   const std::string evil = "evil\"} 1\nmatricxon_forged_total 7\n#";
