@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -61,12 +60,6 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kMaxBufferedAhead = 64 << 10;
 constexpr int64_t kLingerMs = 1000;
 constexpr size_t kMaxLingerBytes = 16 << 20;
-
-uint64_t NowUs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
 
 // Header values from handlers never carry line breaks onto the wire.
 std::string CleanHeaderValue(const std::string& v) {
@@ -173,8 +166,9 @@ struct Conn {
 
 class HttpTransport::Impl {
  public:
-  Impl(TransportOptions options, HttpHandler handler, ErrorRenderer render_error)
+  Impl(TransportOptions options, Env* env, HttpHandler handler, ErrorRenderer render_error)
       : options_(std::move(options)),
+        env_(env),
         handler_(std::move(handler)),
         render_error_(std::move(render_error)),
         workers_(options_.max_connections) {}
@@ -223,6 +217,7 @@ class HttpTransport::Impl {
   std::string ErrorResponse(int status, const std::string& message, bool close);
 
   TransportOptions options_;
+  Env* env_;  // the clock
   HttpHandler handler_;
   ErrorRenderer render_error_;
   int listen_fd_ = -1;
@@ -293,7 +288,7 @@ Status HttpTransport::Impl::Bind() {
 
 void HttpTransport::Impl::Run() {
   std::vector<epoll_event> events(256);
-  uint64_t last_sweep = NowUs();
+  uint64_t last_sweep = env_->NowMicros();
   uint64_t drain_deadline = 0;
   for (;;) {
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 100);
@@ -316,7 +311,7 @@ void HttpTransport::Impl::Run() {
       ready.swap(ready_);
     }
     for (auto& c : ready) OnReady(c);
-    const uint64_t now = NowUs();
+    const uint64_t now = env_->NowMicros();
     if (now - last_sweep >= 100000) {
       last_sweep = now;
       Sweep(now);
@@ -351,7 +346,7 @@ void HttpTransport::Impl::Accept() {
         MX_LOG(kWarn) << "http: cannot accept a connection: " << std::strerror(errno);
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
         listening_ = false;
-        resume_accept_us_ = NowUs() + 100000;
+        resume_accept_us_ = env_->NowMicros() + 100000;
       }
       return;
     }
@@ -379,7 +374,7 @@ void HttpTransport::Impl::Accept() {
     auto c = std::make_shared<Conn>(next_id_++, fd, options_.limits);
     c->peer = peer;
     c->remote = ss.ss_family == AF_INET6 ? "[" + peer + "]:" + std::to_string(port) : peer + ":" + std::to_string(port);
-    c->since_us = NowUs();
+    c->since_us = env_->NowMicros();
     c->interest = EPOLLIN | EPOLLRDHUP;
     epoll_event ev{};
     ev.events = c->interest;
@@ -481,7 +476,7 @@ void HttpTransport::Impl::ProcessInput(const std::shared_ptr<Conn>& c) {
     c->in.erase(0, used);
     if (c->phase == Conn::Phase::kIdle && c->parser.started()) {
       c->phase = Conn::Phase::kReading;
-      c->since_us = NowUs();
+      c->since_us = env_->NowMicros();
     }
     if (c->parser.failed()) {
       AnswerError(c, c->parser.error_status(), c->parser.error_message());
@@ -559,7 +554,7 @@ bool ChunkWriter::Write(std::string_view data) {
 }
 
 void HttpTransport::Impl::RunRequest(std::shared_ptr<Conn> c, HttpRequest req, bool keep_alive, bool http10) {
-  const uint64_t t0 = NowUs();
+  const uint64_t t0 = env_->NowMicros();
   HttpResponse res;
   try {
     handler_(req, res);
@@ -598,7 +593,7 @@ void HttpTransport::Impl::RunRequest(std::shared_ptr<Conn> c, HttpRequest req, b
     res.stream(writer);
     Send(c, chunked ? "0\r\n\r\n" : "", true, close);
   }
-  const double ms = static_cast<double>(NowUs() - t0) / 1000.0;
+  const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
   MX_LOG(kInfo) << req.remote_addr << " " << req.method << " " << req.path << " -> " << res.status << " ("
                 << static_cast<int64_t>(ms) << " ms" << (req.exchange->disconnected() ? ", client gone" : "")
                 << ")";
@@ -706,7 +701,7 @@ void HttpTransport::Impl::OnReady(const std::shared_ptr<Conn>& c) {
       return;
     }
     c->phase = Conn::Phase::kIdle;
-    c->since_us = NowUs();
+    c->since_us = env_->NowMicros();
     SetInterest(*c);
     ProcessInput(c);  // a pipelined request may be waiting
     return;
@@ -740,7 +735,7 @@ void HttpTransport::Impl::AnswerError(const std::shared_ptr<Conn>& c, int status
 
 void HttpTransport::Impl::StartLinger(const std::shared_ptr<Conn>& c) {
   c->phase = Conn::Phase::kLinger;
-  c->since_us = NowUs();
+  c->since_us = env_->NowMicros();
   c->in.clear();
   c->in.shrink_to_fit();
   c->parser.Reset();
@@ -819,8 +814,8 @@ void HttpTransport::Impl::Sweep(uint64_t now) {
   }
 }
 
-HttpTransport::HttpTransport(TransportOptions options, HttpHandler handler, ErrorRenderer render_error)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(render_error))) {}
+HttpTransport::HttpTransport(TransportOptions options, Env* env, HttpHandler handler, ErrorRenderer render_error)
+    : impl_(std::make_unique<Impl>(std::move(options), env, std::move(handler), std::move(render_error))) {}
 HttpTransport::~HttpTransport() = default;
 Status HttpTransport::Bind() { return impl_->Bind(); }
 int HttpTransport::port() const { return impl_->port(); }

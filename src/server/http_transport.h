@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 
+#include "core/env.h"
 #include "core/status.h"
 #include "server/http_parser.h"
 #include "server/http_types.h"
@@ -56,7 +57,8 @@ using ErrorRenderer = std::function<std::string(int status, const std::string& m
 
 class HttpTransport {
  public:
-  HttpTransport(TransportOptions options, HttpHandler handler, ErrorRenderer render_error);
+  // `env` gives the clock (deadlines, log timings); it must outlive the transport.
+  HttpTransport(TransportOptions options, Env* env, HttpHandler handler, ErrorRenderer render_error);
   ~HttpTransport();
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;

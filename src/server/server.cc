@@ -55,7 +55,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   to.request_timeout_ms = std::max(ctx_.options.request_timeout_s, ctx_.options.request_head_timeout_s) * 1000;
   to.idle_timeout_ms = ctx_.options.http_idle_timeout_s * 1000;
   http_ = std::make_unique<HttpTransport>(
-      to, [this](HttpRequest& req, HttpResponse& res) { Handle(req, res); },
+      to, env, [this](HttpRequest& req, HttpResponse& res) { Handle(req, res); },
       [this](int status, const std::string& message) { return ScrubPaths(Dump(ErrorJson(status, message))); });
 }
 
