@@ -151,6 +151,7 @@ struct Conn {
   bool wr_shut = false;    // we sent FIN (lingering)
   uint32_t interest = 0;   // registered epoll events
   size_t lingered = 0;     // bytes discarded while lingering
+  size_t body_bytes = 0;   // of the request being received, counted in receiving_bytes_
   std::shared_ptr<Exchange> exchange;  // of the request in flight
 
   // (mu)
@@ -212,6 +213,12 @@ class HttpTransport::Impl {
   void AnswerError(const std::shared_ptr<Conn>& c, int status, const std::string& message);
   void StartLinger(const std::shared_ptr<Conn>& c);
   void SetInterest(Conn& c);
+  // Brings c.body_bytes (and receiving_bytes_) up to date with its parser.
+  void CountBody(Conn& c) {
+    const size_t now = c.parser.head_done() && !c.parser.failed() ? c.parser.request().body.size() : 0;
+    receiving_bytes_ = receiving_bytes_ - c.body_bytes + now;
+    c.body_bytes = now;
+  }
   void Close(const std::shared_ptr<Conn>& c);
   void Sweep(uint64_t now);
   std::string ErrorResponse(int status, const std::string& message, bool close);
@@ -231,6 +238,7 @@ class HttpTransport::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;  // (loop)
   std::map<std::string, int> per_peer_;                        // (loop)
   int in_flight_ = 0;                                          // (loop)
+  size_t receiving_bytes_ = 0;  // (loop) body bytes of requests still being received
   std::mutex ready_mu_;
   std::vector<std::shared_ptr<Conn>> ready_;  // guarded by ready_mu_
   WorkerPool workers_;
@@ -474,6 +482,11 @@ void HttpTransport::Impl::ProcessInput(const std::shared_ptr<Conn>& c) {
     if (c->in.empty()) return;
     const size_t used = c->parser.Feed(c->in);
     c->in.erase(0, used);
+    CountBody(*c);
+    if (receiving_bytes_ > options_.max_receiving_bytes && !c->parser.failed()) {
+      AnswerError(c, 503, "the server is receiving too many request bodies at once; try again later");
+      return;
+    }
     if (c->phase == Conn::Phase::kIdle && c->parser.started()) {
       c->phase = Conn::Phase::kReading;
       c->since_us = env_->NowMicros();
@@ -513,6 +526,7 @@ void HttpTransport::Impl::Dispatch(const std::shared_ptr<Conn>& c) {
   c->exchange = req.exchange;
   c->phase = Conn::Phase::kInFlight;
   c->parser.Reset();
+  CountBody(*c);
   c->sent_continue = false;
   ++in_flight_;
   SetInterest(*c);
@@ -739,6 +753,7 @@ void HttpTransport::Impl::StartLinger(const std::shared_ptr<Conn>& c) {
   c->in.clear();
   c->in.shrink_to_fit();
   c->parser.Reset();
+  CountBody(*c);
 }
 
 void HttpTransport::Impl::SetInterest(Conn& c) {
@@ -762,6 +777,8 @@ void HttpTransport::Impl::SetInterest(Conn& c) {
 
 void HttpTransport::Impl::Close(const std::shared_ptr<Conn>& c) {
   if (conns_.erase(c->id) == 0) return;
+  receiving_bytes_ -= c->body_bytes;
+  c->body_bytes = 0;
   if (auto it = per_peer_.find(c->peer); it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
   if (c->phase == Conn::Phase::kInFlight) --in_flight_;
   {

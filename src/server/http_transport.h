@@ -10,6 +10,7 @@
 // - connections: at most max_connections, and max_connections_per_client
 //   per client address; at a limit the longest-waiting connection without a
 //   request in flight is closed to make room, else the new one gets 503;
+// - memory: body bytes being received, all connections together (503 over);
 // - time: a request's head must arrive within head_timeout_ms of its first
 //   byte and the whole request within request_timeout_ms (deadlines, not
 //   per-read timeouts; 408 then); keep-alive connections close after
@@ -47,6 +48,10 @@ struct TransportOptions {
   int64_t request_timeout_ms = 60000;
   int64_t idle_timeout_ms = 30000;
   size_t max_output_buffer_bytes = 256 << 10;  // a stream's writer waits above this
+  // Body bytes of all requests still being received, together; the request
+  // that would pass it gets 503 (so many large uploads at once cannot
+  // exhaust memory: the per-request limit times max_connections would be GiB).
+  size_t max_receiving_bytes = 256u << 20;
   int64_t drain_timeout_ms = 10000;  // Stop(): how long replies in flight may take before they are cut
 };
 

@@ -49,6 +49,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   to.host = ctx_.options.host;
   to.port = ctx_.options.port;
   to.limits.max_body_bytes = ctx_.options.max_body_bytes;
+  to.max_receiving_bytes = 32 * ctx_.options.max_body_bytes;
   to.max_connections = ctx_.options.max_connections;
   to.max_connections_per_client = ctx_.options.max_connections_per_client;
   to.head_timeout_ms = ctx_.options.request_head_timeout_s * 1000;

@@ -311,6 +311,34 @@ TEST_F(HttpFrontTest, DeclaredBodyOverTheLimitIs413BeforeItIsSent) {
   EXPECT_EQ(StatusOf(r), 200) << r.substr(0, 300);
 }
 
+TEST_F(HttpFrontTest, ManyLargeUploadsAtOnceAreBoundedTogether) {
+  // 1 MiB per body: 32 MiB for all bodies being received at once.
+  std::string dir = TempDir("uploads");
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start({"--max-body-mb", "1"}, {{"MATRICXON_MODELS_DIR", dir + "/models"}},
+                           dir + "/server.log", &error))
+      << error;
+  std::vector<std::unique_ptr<Raw>> uploads;
+  const std::string part(1000000, 'a');
+  for (int i = 0; i < 40; ++i) {
+    uploads.push_back(std::make_unique<Raw>(server.port()));
+    ASSERT_TRUE(uploads.back()->Send("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n"));
+    uploads.back()->Send(part);  // may fail once refused
+  }
+  int busy = 0;
+  for (auto& u : uploads) {
+    std::string r = u->ReadFor(25);
+    if (StatusOf(r) == 503) ++busy;
+    EXPECT_TRUE(r.empty() || StatusOf(r) == 503) << r.substr(0, 200);
+  }
+  EXPECT_GE(busy, 6);  // 40 x 1e6 bytes against 32 MiB: the last ones at least
+  EXPECT_LE(busy, 8);
+  std::string r = Exchange(server.port(), Get("/health"));
+  EXPECT_EQ(StatusOf(r), 200);
+  fs::remove_all(dir);
+}
+
 TEST_F(HttpFrontTest, KeepAliveRequestsTakeUnderFiveMilliseconds) {
   Raw c(port());
   std::vector<double> ms;
