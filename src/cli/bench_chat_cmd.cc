@@ -70,6 +70,7 @@ struct TurnResult {
   int64_t prompt_n = 0;   // prompt tokens read
   double prompt_ms = 0;   // forward passes reading them
   double cache_ms = -1;   // the prompt cache's own work for the request
+  std::vector<double> token_ms;  // when each streamed token arrived, from the request's start
 };
 
 // Reads a reply's `timings` object into `r` (fields it lacks stay unset).
@@ -150,9 +151,10 @@ Status RunTurn(const Target& t, const Json& body, TurnResult* r, std::string* re
             choice["delta"]["content"].is_string()) {
           text = choice["delta"]["content"].get<std::string>();
         }
+        if (!text.empty() || has_token) r->token_ms.push_back(ms_since());
         if (!first && (!text.empty() || has_token)) {
           first = true;
-          r->ttft_ms = ms_since();
+          r->ttft_ms = r->token_ms.back();
         }
         *reply += text;
       }
@@ -326,11 +328,21 @@ const std::vector<FlagSpec> kLoadFlags = {
     {"prompt-words", "60", "words in each chat's prompt"},
     {"reply-tokens", "64", "max_tokens of each reply"},
     {"requests", "2", "requests each client sends in a row"},
+    {"cache", "false", "true: each client's requests are the turns of one growing chat with the prompt cache on "
+                       "(chats leave a small pool and are saved while others reply); false: fresh prompts, cache off"},
 };
 
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
 // N clients at once, each sending `requests` chats in a row (different
-// prompts, cache off so every request reads its prompt): aggregate generated
-// tokens/s and mean time to first token.
+// prompts, cache off so every request reads its prompt; or, with --cache,
+// the turns of one growing chat each): aggregate generated tokens/s, mean
+// time to first token, and the p50 / p99 time between streamed tokens.
 Status RunLoad(const Flags& f) {
   MX_ASSIGN_OR_RETURN(Target target, ParseUrl(f.Get("url")));
   MX_ASSIGN_OR_RETURN(int64_t words, f.GetInt("prompt-words", 1, 100000));
@@ -345,7 +357,9 @@ Status RunLoad(const Flags& f) {
     levels.push_back(n);
     pos = comma + 1;
   }
-  std::printf("%8s %10s %14s %14s %12s\n", "clients", "requests", "gen tokens", "tokens/s", "mean TTFT ms");
+  const bool use_cache = f.GetBool("cache");
+  std::printf("%8s %10s %14s %14s %12s %12s %12s\n", "clients", "requests", "gen tokens", "tokens/s",
+              "mean TTFT ms", "p50 gap ms", "p99 gap ms");
   for (int64_t n : levels) {
     std::vector<std::vector<TurnResult>> per_client(static_cast<size_t>(n));
     std::vector<Status> errors(static_cast<size_t>(n));
@@ -354,10 +368,13 @@ Status RunLoad(const Flags& f) {
     for (int64_t c = 0; c < n; ++c) {
       threads.emplace_back([&, c] {
         std::mt19937 rng(static_cast<uint32_t>(1000 * n + c));
+        Json messages = Json::array();
         for (int64_t r = 0; r < requests; ++r) {
-          Json body = {{"messages", {{{"role", "user"}, {"content", Words(rng, static_cast<int>(words))}}}},
+          if (!use_cache) messages = Json::array();
+          messages.push_back({{"role", "user"}, {"content", Words(rng, static_cast<int>(words))}});
+          Json body = {{"messages", messages},
                        {"max_tokens", reply_tokens}, {"temperature", 0}, {"stream", true},
-                       {"cache_prompt", false}, {"ignore_eos", true}, {"logprobs", true},
+                       {"cache_prompt", use_cache}, {"ignore_eos", true}, {"logprobs", true},
                        {"stream_options", {{"include_usage", true}}}};
           if (!f.Get("model").empty()) body["model"] = f.Get("model");
           TurnResult tr;
@@ -368,6 +385,7 @@ Status RunLoad(const Flags& f) {
             return;
           }
           per_client[static_cast<size_t>(c)].push_back(tr);
+          messages.push_back({{"role", "assistant"}, {"content", reply}});
         }
       });
     }
@@ -376,16 +394,19 @@ Status RunLoad(const Flags& f) {
     for (const Status& st : errors) MX_RETURN_IF_ERROR(st);
     int64_t generated = 0, count = 0;
     double ttft = 0;
+    std::vector<double> gaps;
     for (const auto& v : per_client) {
       for (const auto& r : v) {
         generated += r.completion_tokens;
         ttft += r.ttft_ms;
         ++count;
+        for (size_t i = 1; i < r.token_ms.size(); ++i) gaps.push_back(r.token_ms[i] - r.token_ms[i - 1]);
       }
     }
-    std::printf("%8lld %10lld %14lld %14.1f %12.1f\n", static_cast<long long>(n), static_cast<long long>(count),
-                static_cast<long long>(generated), static_cast<double>(generated) / seconds,
-                count > 0 ? ttft / static_cast<double>(count) : 0.0);
+    std::printf("%8lld %10lld %14lld %14.1f %12.1f %12.2f %12.2f\n", static_cast<long long>(n),
+                static_cast<long long>(count), static_cast<long long>(generated),
+                static_cast<double>(generated) / seconds, count > 0 ? ttft / static_cast<double>(count) : 0.0,
+                Percentile(gaps, 0.5), Percentile(gaps, 0.99));
     std::fflush(stdout);
   }
   return Status::Ok();

@@ -9,6 +9,9 @@
 //   verify  opens every file with the key and deletes the ones that fail
 //           (wrong key, damaged, stale temporaries).
 //   purge   deletes every saved file (not the key, not the policy).
+// Only the names the store makes (32 hex digits + .mxpc / .mxpc.tmp) count,
+// and only regular files are opened or deleted: a FIFO, folder or symbolic
+// link with such a name is reported and skipped, never opened or followed.
 // Run them while no server uses the folder.
 #include <ctime>
 #include <cstdio>
@@ -121,16 +124,26 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
   std::unique_ptr<ThreadPool> pool = store ? std::make_unique<ThreadPool>(PhysicalCoreCount()) : nullptr;
 
   const uint64_t now = env->WallMicros();
-  size_t files = 0, temporaries = 0, failing = 0, matching = 0;
+  size_t files = 0, temporaries = 0, failing = 0, matching = 0, skipped = 0, not_ours = 0;
   uint64_t bytes = 0, tokens = 0;
   for (const std::string& name : *names) {
     std::string id;
     const cache::FileNameKind kind = cache::ClassifyFileName(name, &id);
-    const bool temp = EndsWith(name, cache::kTempFileSuffix);
-    if (!temp && !EndsWith(name, cache::kCacheFileSuffix)) continue;
-    auto info = env->GetFileInfo(JoinPath(dir, name));
+    if (kind == cache::FileNameKind::kOther) {
+      if (EndsWith(name, cache::kCacheFileSuffix) || EndsWith(name, cache::kTempFileSuffix))
+        ++not_ours;
+      continue;
+    }
+    // lstat: a symbolic link is described, not followed; a FIFO is never opened.
+    auto info = env->GetLinkInfo(JoinPath(dir, name));
     if (!info.ok()) continue;
-    if (temp) {
+    if (!info->is_regular) {
+      ++skipped;
+      std::printf("%s  is %s, not a regular file; skipped\n", name.c_str(),
+                  FileTypeName(info->type));
+      continue;
+    }
+    if (kind == cache::FileNameKind::kTemp) {
       ++temporaries;
       continue;
     }
@@ -142,9 +155,7 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
       std::printf("\n");
       continue;
     }
-    auto entry = kind == cache::FileNameKind::kCache
-                     ? store->Inspect(id, pool.get())
-                     : Result<cache::SavedEntryInfo>(Status::InvalidArgument("not a saved-cache name"));
+    auto entry = store->Inspect(id, pool.get());
     if (!entry.ok()) {
       ++failing;
       std::printf("  FAILS ITS CHECK: %s\n", entry.status().ToString().c_str());
@@ -168,6 +179,9 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
   }
   std::printf("%zu saved caches, %llu bytes in %s", files, static_cast<unsigned long long>(bytes), dir.c_str());
   if (temporaries > 0) std::printf(" (+%zu unfinished temporaries)", temporaries);
+  if (skipped > 0) std::printf(" (%zu entries that are not regular files skipped)", skipped);
+  if (not_ours > 0)
+    std::printf(" (%zu other files whose names the store does not make left alone)", not_ours);
   if (store) {
     std::printf("; %llu tokens; %zu match a model of %s", static_cast<unsigned long long>(tokens), matching,
                 models_dir.c_str());
@@ -208,16 +222,23 @@ int Purge(Env* env, const std::string& dir) {
   uint64_t bytes = 0;
   int rc = 0;
   for (const std::string& name : *names) {
-    if (!EndsWith(name, cache::kCacheFileSuffix) && !EndsWith(name, cache::kTempFileSuffix)) continue;
+    std::string id;
+    if (cache::ClassifyFileName(name, &id) == cache::FileNameKind::kOther) continue;
     const std::string path = JoinPath(dir, name);
-    auto size = env->FileSize(path);
+    auto info = env->GetLinkInfo(path);
+    if (!info.ok()) continue;
+    if (!info->is_regular) {
+      std::printf("%s  is %s, not a regular file; left alone\n", name.c_str(),
+                  FileTypeName(info->type));
+      continue;
+    }
     if (Status st = env->RemoveFile(path); !st.ok()) {
       std::fprintf(stderr, "matricxon cache purge: %s\n", st.ToString().c_str());
       rc = 1;
       continue;
     }
     ++files;
-    bytes += size.ok() ? *size : 0;
+    bytes += info->size_bytes;
   }
   if (files > 0) env->SyncDir(dir);
   std::printf("deleted %zu saved caches (%llu bytes) from %s\n", files, static_cast<unsigned long long>(bytes),

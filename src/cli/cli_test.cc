@@ -3,13 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "cache/crypto/key_store.h"
+#include "cache/disk_store/disk_store.h"
 #include "core/env.h"
 #include "engine/loaded_model.h"
 #include "engine/sampler.h"
+#include "fifo_trap.h"
 #include "models/runner.h"
 
 namespace mx::cli {
@@ -157,6 +161,50 @@ TEST(ChatTest, SecondTurnReusesTheFirstTurnsTokens) {
   size_t second = r.err.find("[prompt", r.err.find("[prompt") + 1);
   ASSERT_NE(second, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(", 0 reused", second), std::string::npos) << r.err;
+}
+
+// A folder with one saved cache (and its generated key); returns its name.
+std::string FolderWithOneSavedCache(const std::string& dir) {
+  auto key = cache::KeyStore::Open(Env::Default(), dir, {});
+  EXPECT_TRUE(key.ok()) << key.status().ToString();
+  auto store = cache::DiskStore::Open(Env::Default(), dir, *key, {});
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  cache::SaveMeta meta;
+  meta.model = {"gguf-test:a", 1};
+  auto saved = (*store)->Save(meta, std::vector<int32_t>{1, 2, 3}, "payload");
+  EXPECT_TRUE(saved.ok()) << saved.status().ToString();
+  return cache::CacheFileName(saved->id);
+}
+
+TEST(CacheCommandTest, LsAndPurgeSkipAFifoAndASymlinkNamedLikeSavedCaches) {
+  namespace fs = std::filesystem;
+  const std::string dir = TempDir() + "/cache";
+  fs::remove_all(dir);
+  const std::string saved = FolderWithOneSavedCache(dir);
+  testing_support::FifoTrap fifo(dir + "/" + cache::CacheFileName(std::string(32, '0')));
+  ASSERT_TRUE(fifo.ok());
+  const std::string link = dir + "/" + cache::CacheFileName(std::string(32, 'f'));
+  fs::create_symlink(dir + "/" + saved, link);
+  std::ofstream(dir + "/notes.mxpc") << "mine";
+
+  RunResult ls = RunMatricxon("cache ls --dir " + dir + " --models-dir " + dir + "/no-models");
+  EXPECT_FALSE(fifo.hung()) << "cache ls opened the FIFO";
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find(std::string(32, '0') + ".mxpc  is a FIFO"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(std::string(32, 'f') + ".mxpc  is a symbolic link"), std::string::npos)
+      << ls.out;
+  EXPECT_NE(ls.out.find("1 saved caches"), std::string::npos) << ls.out;
+  EXPECT_EQ(ls.out.find("FAILS ITS CHECK"), std::string::npos) << ls.out;
+
+  RunResult purge = RunMatricxon("cache purge --dir " + dir);
+  EXPECT_FALSE(fifo.hung());
+  EXPECT_EQ(purge.exit_code, 0) << purge.err;
+  EXPECT_NE(purge.out.find("deleted 1 saved caches"), std::string::npos) << purge.out;
+  EXPECT_FALSE(fs::exists(dir + "/" + saved));
+  EXPECT_TRUE(fs::is_fifo(fifo.path()));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::exists(dir + "/notes.mxpc"));
+  EXPECT_TRUE(fs::exists(dir + "/" + cache::kKeyFileName));
 }
 
 TEST(ChatTest, MissingModelIsAClearError) {

@@ -54,13 +54,27 @@ class RandomAccessFile {
   virtual const std::string& path() const = 0;
 };
 
-// What stat(2) says about a path.
+// What kind of thing a path names.
+enum class FileType { kRegular, kDir, kSymlink, kFifo, kSocket, kCharDevice, kBlockDevice, kOther };
+// "a regular file", "a folder", "a symbolic link", "a FIFO", ... (for messages).
+const char* FileTypeName(FileType type);
+
+// What stat(2) (or lstat(2), GetLinkInfo) says about a path.
 struct FileInfo {
   uint64_t size_bytes = 0;
   uint32_t mode = 0;            // permission bits only (mode & 07777)
   uint64_t mtime_micros = 0;    // last modification, microseconds since the epoch
-  bool is_regular = false;
-  bool is_dir = false;
+  uint32_t owner_uid = 0;       // st_uid
+  FileType type = FileType::kOther;
+  bool is_regular = false;  // type == kRegular
+  bool is_dir = false;      // type == kDir
+};
+
+// How a file is opened for reading.
+struct OpenOptions {
+  // false: a path whose last component is a symbolic link is refused
+  // (O_NOFOLLOW) instead of opening what it points to.
+  bool follow_symlinks = true;
 };
 
 class Env {
@@ -70,9 +84,15 @@ class Env {
   // The process-wide POSIX Env. Never null; owned by the library.
   static Env* Default();
 
-  // Maps `path` read-only. NotFound when missing, IOError otherwise.
+  // Opening for reading (MapReadOnly, ReadFile, NewRandomAccessFile) never
+  // blocks on what a path names: only regular files are opened, and a FIFO,
+  // socket, device or folder is refused at once with InvalidArgument naming
+  // the path and what it is ("... is a FIFO, not a regular file").
+
+  // Maps `path` read-only. NotFound when missing, InvalidArgument when it is
+  // not a regular file, IOError otherwise.
   virtual Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) = 0;
-  // Reads a whole file into memory.
+  // Reads a whole regular file into memory (errors as MapReadOnly).
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Publishes `data` at `path` atomically: write `path`.tmp-<random>, fsync it,
   // rename over `path`, fsync the folder. On failure the old file (if any) is
@@ -103,8 +123,25 @@ class Env {
   virtual Status SyncDir(const std::string& path);
   // stat(2) of a path (follows symlinks). NotFound when missing.
   virtual Result<FileInfo> GetFileInfo(const std::string& path);
-  // Opens a regular file for positional reads. NotFound when missing.
-  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path);
+  // Opens a regular file for positional reads. NotFound when missing;
+  // InvalidArgument when it is not a regular file, or (options) a symbolic
+  // link that must not be followed.
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
+                                                                        OpenOptions options = {});
+
+  // --- Ownership and times (added for the saved-cache folder's checks).
+  // Default bodies: NotSupported (EffectiveUid: geteuid()).
+
+  // lstat(2): like GetFileInfo, but a symbolic link is described itself
+  // (type kSymlink), not what it points to. NotFound when missing.
+  virtual Result<FileInfo> GetLinkInfo(const std::string& path);
+  // chmod(2): sets the permission bits of `path` (follows symlinks).
+  virtual Status ChangeMode(const std::string& path, uint32_t mode);
+  // Sets the modification time of a regular file (utimensat, not following
+  // a symbolic link); the access time is left alone.
+  virtual Status SetModifiedTime(const std::string& path, uint64_t mtime_micros);
+  // The user id this process acts as (geteuid), for ownership checks.
+  virtual uint32_t EffectiveUid();
 
   // Monotonic clock in microseconds (for durations).
   virtual uint64_t NowMicros() = 0;
@@ -150,9 +187,20 @@ class EnvWrapper : public Env {
   Result<FileInfo> GetFileInfo(const std::string& path) override {
     return target_->GetFileInfo(path);
   }
-  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
-    return target_->NewRandomAccessFile(path);
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
+                                                                OpenOptions options = {}) override {
+    return target_->NewRandomAccessFile(path, options);
   }
+  Result<FileInfo> GetLinkInfo(const std::string& path) override {
+    return target_->GetLinkInfo(path);
+  }
+  Status ChangeMode(const std::string& path, uint32_t mode) override {
+    return target_->ChangeMode(path, mode);
+  }
+  Status SetModifiedTime(const std::string& path, uint64_t mtime_micros) override {
+    return target_->SetModifiedTime(path, mtime_micros);
+  }
+  uint32_t EffectiveUid() override { return target_->EffectiveUid(); }
   uint64_t NowMicros() override { return target_->NowMicros(); }
   uint64_t WallMicros() override { return target_->WallMicros(); }
   void SleepMicros(uint64_t micros) override { target_->SleepMicros(micros); }
@@ -161,6 +209,12 @@ class EnvWrapper : public Env {
  private:
   Env* target_;
 };
+
+// Reads a whole regular file of at most `max_bytes` bytes through
+// NewRandomAccessFile (so `options` apply, e.g. no symlinks in the cache
+// folder). InvalidArgument when it is larger; other errors as that call.
+Result<std::string> ReadSmallFile(Env* env, const std::string& path, OpenOptions options,
+                                  uint64_t max_bytes);
 
 // Joins two path parts with exactly one '/'.
 std::string JoinPath(std::string_view a, std::string_view b);

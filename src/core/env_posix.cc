@@ -22,6 +22,66 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   return Status::IOError(msg);
 }
 
+FileType TypeOf(mode_t mode) {
+  if (S_ISREG(mode)) return FileType::kRegular;
+  if (S_ISDIR(mode)) return FileType::kDir;
+  if (S_ISLNK(mode)) return FileType::kSymlink;
+  if (S_ISFIFO(mode)) return FileType::kFifo;
+  if (S_ISSOCK(mode)) return FileType::kSocket;
+  if (S_ISCHR(mode)) return FileType::kCharDevice;
+  if (S_ISBLK(mode)) return FileType::kBlockDevice;
+  return FileType::kOther;
+}
+
+FileInfo InfoOf(const struct stat& st) {
+  FileInfo info;
+  info.size_bytes = static_cast<uint64_t>(st.st_size);
+  info.mode = static_cast<uint32_t>(st.st_mode & 07777);
+  info.mtime_micros = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000u +
+                      static_cast<uint64_t>(st.st_mtim.tv_nsec / 1000);
+  info.owner_uid = static_cast<uint32_t>(st.st_uid);
+  info.type = TypeOf(st.st_mode);
+  info.is_regular = info.type == FileType::kRegular;
+  info.is_dir = info.type == FileType::kDir;
+  return info;
+}
+
+// Opens `path` for reading without ever blocking on it: O_NONBLOCK makes
+// opening a FIFO (or a device) return at once, fstat then refuses anything
+// but a regular file, and the flag is cleared again for the reads. With
+// !follow_symlinks a symbolic link is refused (O_NOFOLLOW). On success *fd
+// is open and *st describes it.
+Status OpenRegularForRead(const std::string& path, OpenOptions options, int* fd, struct stat* st) {
+  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  if (!options.follow_symlinks) flags |= O_NOFOLLOW;
+  int f = ::open(path.c_str(), flags);
+  if (f < 0) {
+    int err = errno;
+    if (err == ELOOP && !options.follow_symlinks) {
+      return Status::InvalidArgument(path + " is a symbolic link, which is not followed here");
+    }
+    return ErrnoStatus("open", path, err);
+  }
+  if (::fstat(f, st) != 0) {
+    int err = errno;
+    ::close(f);
+    return ErrnoStatus("stat", path, err);
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(f);
+    return Status::InvalidArgument(path + " is " + FileTypeName(TypeOf(st->st_mode)) +
+                                   ", not a regular file; not opened");
+  }
+  int fl = ::fcntl(f, F_GETFL);
+  if (fl < 0 || ::fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(f);
+    return ErrnoStatus("fcntl", path, err);
+  }
+  *fd = f;
+  return Status::Ok();
+}
+
 class PosixMappedFile final : public MappedFile {
  public:
   PosixMappedFile(std::string path, void* base, size_t size)
@@ -118,18 +178,9 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
+    int fd = -1;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("stat", path, err);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::InvalidArgument(path + " is not a regular file");
-    }
+    MX_RETURN_IF_ERROR(OpenRegularForRead(path, OpenOptions{}, &fd, &st));
     size_t size = static_cast<size_t>(st.st_size);
     void* base = nullptr;
     if (size > 0) {
@@ -145,8 +196,9 @@ class PosixEnv final : public Env {
   }
 
   Result<std::string> ReadFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
+    int fd = -1;
+    struct stat st;
+    MX_RETURN_IF_ERROR(OpenRegularForRead(path, OpenOptions{}, &fd, &st));
     std::string out;
     char buf[1 << 16];
     for (;;) {
@@ -255,29 +307,38 @@ class PosixEnv final : public Env {
   Result<FileInfo> GetFileInfo(const std::string& path) override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
-    FileInfo info;
-    info.size_bytes = static_cast<uint64_t>(st.st_size);
-    info.mode = static_cast<uint32_t>(st.st_mode & 07777);
-    info.mtime_micros = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000u +
-                        static_cast<uint64_t>(st.st_mtim.tv_nsec / 1000);
-    info.is_regular = S_ISREG(st.st_mode);
-    info.is_dir = S_ISDIR(st.st_mode);
-    return info;
+    return InfoOf(st);
   }
 
-  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
+  Result<FileInfo> GetLinkInfo(const std::string& path) override {
     struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("stat", path, err);
+    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("lstat", path, errno);
+    return InfoOf(st);
+  }
+
+  Status ChangeMode(const std::string& path, uint32_t mode) override {
+    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+      return ErrnoStatus("chmod", path, errno);
+    return Status::Ok();
+  }
+
+  Status SetModifiedTime(const std::string& path, uint64_t mtime_micros) override {
+    struct timespec times[2];
+    times[0].tv_sec = 0;
+    times[0].tv_nsec = UTIME_OMIT;
+    times[1].tv_sec = static_cast<time_t>(mtime_micros / 1000000);
+    times[1].tv_nsec = static_cast<long>((mtime_micros % 1000000) * 1000);
+    if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("utimensat", path, errno);
     }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::InvalidArgument(path + " is not a regular file");
-    }
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
+                                                                OpenOptions options) override {
+    int fd = -1;
+    struct stat st;
+    MX_RETURN_IF_ERROR(OpenRegularForRead(path, options, &fd, &st));
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
   }
@@ -325,8 +386,56 @@ Status Env::SyncDir(const std::string& path) {
 Result<FileInfo> Env::GetFileInfo(const std::string& path) {
   return Status::NotSupported("this Env cannot stat " + path);
 }
-Result<std::unique_ptr<RandomAccessFile>> Env::NewRandomAccessFile(const std::string& path) {
+Result<std::unique_ptr<RandomAccessFile>> Env::NewRandomAccessFile(const std::string& path,
+                                                                   OpenOptions) {
   return Status::NotSupported("this Env cannot open " + path + " for positional reads");
+}
+Result<FileInfo> Env::GetLinkInfo(const std::string& path) {
+  return Status::NotSupported("this Env cannot lstat " + path);
+}
+Status Env::ChangeMode(const std::string& path, uint32_t) {
+  return Status::NotSupported("this Env cannot chmod " + path);
+}
+Status Env::SetModifiedTime(const std::string& path, uint64_t) {
+  return Status::NotSupported("this Env cannot set the time of " + path);
+}
+uint32_t Env::EffectiveUid() { return static_cast<uint32_t>(::geteuid()); }
+
+const char* FileTypeName(FileType type) {
+  switch (type) {
+    case FileType::kRegular:
+      return "a regular file";
+    case FileType::kDir:
+      return "a folder";
+    case FileType::kSymlink:
+      return "a symbolic link";
+    case FileType::kFifo:
+      return "a FIFO (named pipe)";
+    case FileType::kSocket:
+      return "a socket";
+    case FileType::kCharDevice:
+      return "a character device";
+    case FileType::kBlockDevice:
+      return "a block device";
+    case FileType::kOther:
+      return "of an unknown file type";
+  }
+  return "not a regular file";
+}
+
+Result<std::string> ReadSmallFile(Env* env, const std::string& path, OpenOptions options,
+                                  uint64_t max_bytes) {
+  MX_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                      env->NewRandomAccessFile(path, options));
+  if (file->size() > max_bytes) {
+    return Status::InvalidArgument(path + " holds " + std::to_string(file->size()) +
+                                   " bytes, more than the " + std::to_string(max_bytes) +
+                                   " expected");
+  }
+  std::string out(static_cast<size_t>(file->size()), '\0');
+  MX_ASSIGN_OR_RETURN(size_t n, file->Read(0, out.size(), out.data()));
+  out.resize(n);
+  return out;
 }
 
 Env* Env::Default() {

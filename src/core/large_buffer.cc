@@ -1,5 +1,7 @@
 #include "core/large_buffer.h"
 
+#include <cerrno>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -115,17 +117,37 @@ LargeBuffer LargeBuffer::Lazy(size_t bytes) {
   return b;
 }
 
-void LargeBuffer::Populate(size_t offset, size_t n) const {
+LargeBuffer LargeBuffer::TryAllocate(size_t bytes) {
+  try {
+    return LargeBuffer(bytes);
+  } catch (const std::bad_alloc&) {
+    return LargeBuffer();
+  }
+}
+
+bool LargeBuffer::Populate(size_t offset, size_t n) const {
 #ifdef MADV_POPULATE_WRITE
-  if (!lazy_ || n == 0 || offset >= size_) return;
+  if (!lazy_ || n == 0 || offset >= size_) return true;
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t begin = offset / page * page;
   const size_t end = std::min(size_, offset + n);
-  ::madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE);  // advice: errors only mean later faults
+  if (::madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE) == 0) return true;
+  // EINVAL: a kernel without MADV_POPULATE_WRITE (pages then fault in as
+  // they are written). ENOMEM, EFAULT, EHWPOISON: the memory is not there.
+  return errno == EINVAL;
 #else
   (void)offset;
   (void)n;
+  return true;
 #endif
+}
+
+void LargeBuffer::Discard(size_t offset, size_t n) const {
+  if (!lazy_ || n == 0 || offset >= size_) return;
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = (offset + page - 1) / page * page;
+  const size_t end = std::min(size_, offset + n) / page * page;
+  if (end > begin) ::madvise(data_ + begin, end - begin, MADV_DONTNEED);
 }
 
 LargeBuffer::~LargeBuffer() { Release(); }

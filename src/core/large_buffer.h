@@ -27,6 +27,9 @@ class LargeBuffer {
   // `bytes` uninitialized bytes (none for 0). Throws std::bad_alloc when the
   // memory cannot be had, like operator new.
   explicit LargeBuffer(size_t bytes);
+  // The same without throwing: an empty buffer (data() null) when `bytes`
+  // (> 0) cannot be had.
+  static LargeBuffer TryAllocate(size_t bytes);
   ~LargeBuffer();
   LargeBuffer(LargeBuffer&& other) noexcept;
   LargeBuffer& operator=(LargeBuffer&& other) noexcept;
@@ -41,8 +44,14 @@ class LargeBuffer {
   static LargeBuffer Lazy(size_t bytes);
   // Backs [offset, offset + n) with writable pages now, in one call
   // (MADV_POPULATE_WRITE) instead of a fault per page; a no-op where the
-  // kernel lacks it or for a buffer that is not lazy.
-  void Populate(size_t offset, size_t n) const;
+  // kernel lacks it or for a buffer that is not lazy. False when the kernel
+  // could not back them (out of memory): writing there could then fault or
+  // wake the OOM killer, so the caller must fail instead.
+  bool Populate(size_t offset, size_t n) const;
+  // Gives the whole pages inside [offset, offset + n) of a lazy buffer back
+  // to the system (MADV_DONTNEED; they read as zeros afterwards); a no-op
+  // for a buffer that is not lazy.
+  void Discard(size_t offset, size_t n) const;
   bool lazy() const { return lazy_; }
   // Tests: make Lazy() fail as under strict overcommit (true) or work again.
   static void RefuseLazyForTesting(bool refuse);

@@ -23,9 +23,8 @@ std::string Rereading(size_t n, const std::string& why) {
 
 SequencePool::EvictFn DiskHook(const DiskLevel& disk, SequencePool::EvictFn on_evict) {
   if (disk.store == nullptr) return on_evict;
-  return [store = disk.store, binding = disk.binding](std::vector<int32_t> tokens,
-                                                      std::unique_ptr<models::SequenceState> state) {
-    store->Enqueue({binding, std::move(tokens), std::move(state)});
+  return [store = disk.store, binding = disk.binding](SequencePool::Leaving leaving) {
+    store->Enqueue({binding, std::move(leaving.tokens), std::move(leaving.state), leaving.prompt_len});
   };
 }
 
@@ -59,8 +58,7 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
   return loaded;
 }
 
-bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t,
-                          std::string* why) {
+bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, CacheTicket* t, std::string* why) {
   const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt);
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   // At least one prompt token is left to read, so the reply has logits.
@@ -74,7 +72,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPl
     if (sm.found) {
       sm.plan.kept = std::min<int64_t>(sm.plan.kept, n_prompt - 1 - sm.plan.drop_begin);
       const int64_t n_entry = static_cast<int64_t>(sm.entry.n_tokens);
-      if (sm.plan.kept > 0 && sm.plan.reused() > std::max(use, ram.n_reuse) + disk_.store->min_gain_tokens() &&
+      if (sm.plan.kept > 0 && sm.plan.reused() > std::max(use, in_memory) + disk_.store->min_gain_tokens() &&
           n_entry <= runner_.n_ctx() && TryDiskShift(prompt, sm, t)) {
         return true;
       }
@@ -90,7 +88,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPl
            std::to_string(runner_.n_ctx()) + ")";
     return false;
   }
-  if (use < ram.n_reuse + disk_.store->min_gain_tokens()) {
+  if (use < in_memory + disk_.store->min_gain_tokens()) {
     *why = "the best saved cache shares only " + std::to_string(std::max<int64_t>(use, 0)) + " tokens";
     return false;
   }
@@ -116,7 +114,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, const cache::LookupPl
     for (int64_t p : points) {
       if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
     }
-    if (cut < ram.n_reuse + disk_.store->min_gain_tokens()) {
+    if (cut < in_memory + disk_.store->min_gain_tokens()) {
       *why = "the best saved cache has no recurrent snapshot within the shared start";
       return false;
     }
@@ -176,7 +174,20 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
   }
   std::string disk_why;
   if (disk_.store != nullptr) {
-    if (TryDisk(prompt, pool_.Peek(prompt), &t, &disk_why)) return t;
+    // A chat that left RAM but is not written yet is still in memory.
+    const int64_t ram_reuse = pool_.Peek(prompt).n_reuse;
+    const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt);
+    const int64_t queued_reuse =
+        queued.found ? std::min<int64_t>(static_cast<int64_t>(queued.common_prefix),
+                                         static_cast<int64_t>(prompt.size()) - 1)
+                     : 0;
+    if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), &t, &disk_why)) return t;
+    if (queued_reuse > ram_reuse) {
+      if (TryQueued(prompt, queued, queued_reuse, &t)) return t;
+      // It was written while we looked: it is on disk now.
+      disk_why.clear();
+      if (TryDisk(prompt, ram_reuse, &t, &disk_why)) return t;
+    }
   }
   MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt));
   const cache::LookupPlan& plan = t.lease_.plan();
@@ -225,17 +236,60 @@ void PromptCache::Abandon(CacheTicket ticket) {
   ticket.lease_ = SequencePool::Lease();
 }
 
+bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& match, int64_t use,
+                            CacheTicket* t) {
+  const uint64_t t0 = env_->NowMicros();
+  std::vector<int32_t> tokens;
+  std::unique_ptr<models::SequenceState> state;
+  const char* how = nullptr;
+  if (static_cast<int64_t>(match.n_tokens) == use || use >= match.prompt_len) {
+    // The same chat, one turn later (its last reply may read differently
+    // now, as the pool's truncate-in-place rule allows): take the state
+    // itself back, so the superseded turn is never written.
+    auto taken = disk_.store->TakeQueued(match.seq);
+    if (!taken.ok()) return false;  // written meanwhile: it is on disk now
+    tokens = std::move(taken->tokens);
+    state = std::move(taken->state);
+    int64_t cut = use;
+    if (state->has_recurrent()) {
+      cut = 0;
+      std::vector<int64_t> points = state->SnapshotPositions();
+      points.push_back(state->n_tokens());
+      for (int64_t p : points) {
+        if (p <= use && state->CanCutAt(p)) cut = std::max(cut, p);
+      }
+    }
+    if (cut < state->n_tokens() && !state->Truncate(cut).ok()) return false;
+    tokens.resize(static_cast<size_t>(cut));
+    how = cut == static_cast<int64_t>(match.n_tokens) ? "taken back from the write queue"
+                                                       : "taken back from the write queue, its last reply cut";
+  } else {
+    // Only a start is shared: copy it, the whole chat is still saved.
+    auto copy = disk_.store->CopyQueued(match.seq, use, &tokens);
+    if (!copy.ok()) return false;
+    state = std::move(copy).value();
+    how = "copied from a chat waiting in the write queue";
+  }
+  runner_.Adopt(state.get());
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
+  t->n_reused_ = n;
+  t->log_ = "reused " + std::to_string(n) + " of " + std::to_string(prompt.size()) + " tokens from RAM (" +
+            how + ", in " + std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";
+  return true;
+}
+
 void PromptCache::FlushToDisk() {
   if (disk_.store == nullptr) return;
   const size_t n = pool_.Stats().size();
-  const uint64_t t0 = env_->NowMicros();
   pool_.Flush();
-  const size_t written = disk_.store->Drain(disk_.binding, disk_.store->flush_timeout_ms(), disk_.io_pool);
-  if (n > 0 || written > 0) {
-    MX_LOG(kInfo) << "saved caches: flushed " << written << " cached chats to disk in "
-                  << (env_->NowMicros() - t0) / 1000 << " ms";
+  if (n > 0) {
+    MX_LOG(kInfo) << "saved caches: " << n << " cached chats queued to be written";
   }
 }
+
+void PromptCache::Recharge() { pool_.Recharge(); }
 
 bool PromptCache::WriteOnePending() {
   if (disk_.store == nullptr) return false;

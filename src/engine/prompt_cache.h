@@ -31,7 +31,8 @@
 namespace mx::engine {
 
 struct SequenceTraits {
-  static size_t Bytes(const models::SequenceState& s) { return s.SizeBytes(); }
+  // The memory a state holds (backed pages, snapshots), not its content.
+  static size_t Bytes(const models::SequenceState& s) { return s.MemoryBytes(); }
   static Result<std::unique_ptr<models::SequenceState>> CopyPrefix(const models::SequenceState& s,
                                                                    int64_t n) {
     return s.ClonePrefix(n);
@@ -100,10 +101,13 @@ class PromptCache {
   void Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len);
   // The request failed: a pooled entry is dropped (its state may be partial).
   void Abandon(CacheTicket ticket);
-  // Unload / shutdown: every idle entry leaves the pool (to the write
-  // queue), then the queue of this model is written, for at most the
-  // store's flush timeout. REQUIRES: no request runs (the loop stopped).
+  // Unload / shutdown: every idle entry leaves the pool for the write queue
+  // (the store's writer writes them; nothing waits here). REQUIRES: no
+  // request runs (the loop stopped).
   void FlushToDisk();
+  // After a forward pass: the pool counts what in-use states hold now and
+  // evicts idle entries if that is over its budget.
+  void Recharge();
   // The compute loop is idle: writes one queued state of this model.
   // False when none was queued.
   bool WriteOnePending();
@@ -116,7 +120,12 @@ class PromptCache {
   // Tries the disk level for `prompt` when it beats `ram` (the pool's own
   // plan). On success fills `t` and returns true; otherwise sets *why to
   // what the disk said (for the log line).
-  bool TryDisk(std::span<const int32_t> prompt, const cache::LookupPlan& ram, CacheTicket* t, std::string* why);
+  // `in_memory`: the most tokens RAM or the write queue would reuse.
+  bool TryDisk(std::span<const int32_t> prompt, int64_t in_memory, CacheTicket* t, std::string* why);
+  // Continues from a state still waiting in the write queue (`use` of its
+  // tokens): takes it back when the prompt continues all of it, else copies
+  // its shared start. False when it was written meanwhile.
+  bool TryQueued(std::span<const int32_t> prompt, const QueuedMatch& match, int64_t use, CacheTicket* t);
   // Loads a saved chat whose prompt is a trimmed version of it and removes
   // the trimmed span (context shift). False (logged) when it cannot.
   bool TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& match, CacheTicket* t);

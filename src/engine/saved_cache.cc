@@ -3,10 +3,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 
 #include "cache/disk_store/disk_format.h"
+#include "cache/policy/cache_policy.h"
 #include "core/logging.h"
 
 namespace mx::engine {
@@ -29,26 +31,11 @@ std::string Mb(uint64_t bytes) {
   return buf;
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Deletes the saved files of `dir` without opening them (no key needed).
+// Deletes the saved files of `dir` without opening them (no key needed):
+// only the names the store makes, and only regular files.
 cache::RemovalStats RemoveSavedFiles(Env* env, const std::string& dir) {
-  cache::RemovalStats stats;
-  auto names = env->ListDir(dir);
-  if (!names.ok()) return stats;
-  for (const std::string& name : *names) {
-    if (!EndsWith(name, cache::kCacheFileSuffix) && !EndsWith(name, cache::kTempFileSuffix)) continue;
-    const std::string path = JoinPath(dir, name);
-    uint64_t size = 0;
-    if (auto s = env->FileSize(path); s.ok()) size = *s;
-    if (env->RemoveFile(path).ok()) {
-      ++stats.files;
-      stats.bytes += size;
-    }
-  }
-  return stats;
+  auto removed = cache::DiskStore::RemoveSavedFiles(env, dir);
+  return removed.ok() ? *removed : cache::RemovalStats{};
 }
 
 }  // namespace
@@ -83,14 +70,29 @@ cache::ModelBinding ComputeModelBinding(const models::Model& model, const models
   return {"sha256x64m:" + Hex(digest, digest_len), layout.Fingerprint()};
 }
 
-SavedCacheStore::SavedCacheStore(Env* env, const SavedCacheOptions& options) : env_(env), options_(options) {}
+SavedCacheStore::SavedCacheStore(Env* env, const SavedCacheOptions& options)
+    : env_(env), options_(options), gate_(env, {.busy_share = options.busy_share}) {
+  if (options_.background_writer) writer_ = std::thread([this] { WriterLoop(); });
+}
 
 Result<std::unique_ptr<SavedCacheStore>> SavedCacheStore::Open(Env* env, const SavedCacheOptions& options) {
   MX_RETURN_IF_ERROR(env->CreateDirs(options.dir, 0700));
   std::unique_ptr<SavedCacheStore> store(new SavedCacheStore(env, options));
   if (!options.enabled) {
     store->disabled_reason_ = "the disk cache is off (MATRICXON_PERSIST_PROMPT_CACHE=false or the saved policy)";
-    MX_LOG(kInfo) << "saved caches: off; " << store->disabled_reason_;
+    // Off means no saved files, as when saving is turned off at run time:
+    // files left by a run with saving on would otherwise stay forever, with
+    // no TTL or budget applied to them.
+    // Not in a folder that fails its check (e.g. another user's).
+    Status folder = cache::PrepareCacheFolder(env, options.dir);
+    const cache::RemovalStats removed =
+        folder.ok() ? RemoveSavedFiles(env, options.dir) : cache::RemovalStats{};
+    MX_LOG(kInfo) << "saved caches: off; " << store->disabled_reason_
+                  << (removed.files > 0
+                          ? "; deleted " + std::to_string(removed.files) +
+                                " saved files of an earlier run (" + Mb(removed.bytes) + ")"
+                          : std::string())
+                  << (folder.ok() ? std::string() : "; " + folder.ToString());
     return store;
   }
   if (Status st = store->OpenDisk(); !st.ok()) {
@@ -104,7 +106,12 @@ SavedCacheStore::~SavedCacheStore() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     checks.swap(checks_);
+    stop_writer_ = true;
+    for (const Node& n : queue_) n->abort = true;
   }
+  queue_cv_.notify_all();
+  gate_.Wake();
+  if (writer_.joinable()) writer_.join();
   for (auto& t : checks) t.join();
 }
 
@@ -198,6 +205,9 @@ SavedCacheUsage SavedCacheStore::Usage() const {
     u.key_source = key_source_;
   }
   u.queued = queue_.size();
+  u.queued_bytes = queued_bytes_;
+  u.writes = writes_;
+  u.gate = gate_.stats();
   return u;
 }
 
@@ -224,8 +234,7 @@ Result<cache::RemovalStats> SavedCacheStore::SetEnabled(bool on) {
     disk_.reset();
     options_.enabled = false;
     disabled_reason_ = "the disk cache is off (turned off through /api/cache/persistence)";
-    queue_.clear();
-    queued_bytes_ = 0;
+    ClearQueueLocked();
   }
   cache::RemovalStats stats;
   if (d != nullptr) {
@@ -260,82 +269,200 @@ Result<cache::RemovalStats> SavedCacheStore::Purge() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     d = disk_;
-    queue_.clear();
-    queued_bytes_ = 0;
+    ClearQueueLocked();
   }
+  gate_.Wake();
   if (d == nullptr) return RemoveSavedFiles(env_, options_.dir);
   return d->Purge();
 }
 
+void SavedCacheStore::UnlinkLocked(const Node& node) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (*it == node) {
+      queued_bytes_ -= node->bytes;
+      queue_.erase(it);
+      return;
+    }
+  }
+}
+
+void SavedCacheStore::ClearQueueLocked() {
+  // A state being written is freed by its writer once it lets go.
+  for (const Node& n : queue_) n->abort = true;
+  queue_.clear();
+  queued_bytes_ = 0;
+}
+
+bool SavedCacheStore::UrgentLocked() const { return draining_ || queued_bytes_ > options_.queue_budget_bytes; }
+
 void SavedCacheStore::Enqueue(PendingSave item) {
   if (item.state == nullptr || item.tokens.empty()) return;
-  const uint64_t bytes = item.state->SizeBytes();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (disk_ == nullptr) return;  // saving is off: the state is simply freed
-  if (bytes > options_.queue_budget_bytes) {
-    MX_LOG(kWarn) << "saved caches: a cached chat of " << item.tokens.size() << " tokens (" << Mb(bytes)
-                  << ") is larger than the write queue's budget; not saved";
-    return;
+  // The runner that lent its threads may be gone when the state is used again.
+  item.state->set_copy_pool(nullptr);
+  auto node = std::make_shared<QueuedSave>();
+  node->bytes = item.state->MemoryBytes();
+  node->queued_us = env_->NowMicros();
+  node->item = std::move(item);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (disk_ == nullptr) return;  // saving is off: the state is simply freed
+    node->seq = ++next_seq_;
+    queued_bytes_ += node->bytes;
+    queue_.push_back(node);
+    if (queued_bytes_ > options_.queue_budget_bytes && !over_budget_logged_) {
+      over_budget_logged_ = true;
+      MX_LOG(kWarn) << "saved caches: " << queue_.size() << " cached chats (" << Mb(queued_bytes_)
+                    << ") wait to be written, more than the write queue's " << Mb(options_.queue_budget_bytes)
+                    << ": writing them without waiting for a share of the time";
+    }
   }
-  while (!queue_.empty() && queued_bytes_ + bytes > options_.queue_budget_bytes) {
-    MX_LOG(kWarn) << "saved caches: write queue full; dropped a cached chat of " << queue_.front().tokens.size()
-                  << " tokens";
-    queued_bytes_ -= queue_.front().state->SizeBytes();
-    queue_.pop_front();
-  }
-  queued_bytes_ += bytes;
-  queue_.push_back(std::move(item));
+  queue_cv_.notify_all();
 }
 
 bool SavedCacheStore::HasPending(const cache::ModelBinding& model) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const PendingSave& p : queue_) {
-    if (p.model == model) return true;
+  for (const Node& n : queue_) {
+    if (n->item.model == model) return true;
   }
   return false;
 }
 
-bool SavedCacheStore::WriteOne(const cache::ModelBinding& model, ThreadPool* pool, bool* written) {
-  if (written != nullptr) *written = false;
-  PendingSave item;
+namespace {
+
+// Grants a save its slices through the gate: on every core while no model
+// has a request, on the writer's thread alone between forward passes
+// otherwise; stops when the state is taken back or saving is turned off.
+class GatePacer : public cache::SavePacer {
+ public:
+  GatePacer(ComputeGate* gate, const std::atomic<bool>* abort, ThreadPool* idle_pool,
+            std::function<bool()> urgent, uint64_t deferred_until_us)
+      : gate_(gate), abort_(abort), idle_pool_(idle_pool), urgent_(std::move(urgent)),
+        deferred_until_us_(deferred_until_us) {}
+  Result<ThreadPool*> BeginSlice() override {
+    bool idle = false;
+    if (!gate_->BeginSlice(urgent_(), abort_, &idle, deferred_until_us_)) {
+      return Status::NotFound("the cached chat was taken back (or saving was turned off) while it was written");
+    }
+    return idle ? idle_pool_ : nullptr;
+  }
+  void EndSlice() override { gate_->EndSlice(); }
+
+ private:
+  ComputeGate* gate_;
+  const std::atomic<bool>* abort_;
+  ThreadPool* idle_pool_;
+  std::function<bool()> urgent_;
+  uint64_t deferred_until_us_;
+};
+
+}  // namespace
+
+bool SavedCacheStore::WriteNode(const Node& node, bool paced, ThreadPool* pool) {
   std::shared_ptr<cache::DiskStore> d;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = queue_.begin();
-    while (it != queue_.end() && !(it->model == model)) ++it;
-    if (it == queue_.end()) return false;
-    item = std::move(*it);
-    queue_.erase(it);
-    queued_bytes_ -= item.state->SizeBytes();
     d = disk_;
+    if (d == nullptr || node->abort) {
+      UnlinkLocked(node);
+      return false;
+    }
+    node->writing = true;
+    ++node->readers;
   }
-  if (d == nullptr) return true;
   const uint64_t t0 = env_->NowMicros();
+  const PendingSave& item = node->item;
   // Sealed straight from the state's own memory (no serialized copy).
   const models::SerializedView view = item.state->SerializeView();
-  auto saved = d->Save({item.model, 0, 0}, item.tokens, view.parts, pool);
-  item.state.reset();
-  if (!saved.ok()) {
-    MX_LOG(kWarn) << "saved caches: writing a cached chat of " << item.tokens.size()
-                  << " tokens failed, dropped (chats go on): " << saved.status().ToString();
-    return true;
-  }
+  GatePacer pacer(
+      &gate_, &node->abort, pool,
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return UrgentLocked();
+      },
+      node->queued_us + options_.defer_ms * 1000);
+  auto saved = d->Save({item.model, 0, 0}, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
+  const bool abandoned = !saved.ok() && node->abort;
   bool still_on = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    node->writing = false;
+    --node->readers;
+    // Written, or failed for good: it leaves the queue. Abandoned for a
+    // taker: it stays until the taker unlinks it.
+    if (!abandoned) UnlinkLocked(node);
+    if (saved.ok()) ++writes_;
+    if (queued_bytes_ <= options_.queue_budget_bytes) over_budget_logged_ = false;
     still_on = disk_ == d;
+  }
+  queue_cv_.notify_all();
+  if (abandoned) return false;
+  if (!saved.ok()) {
+    MX_LOG(kWarn) << "saved caches: writing a cached chat of " << item.tokens.size()
+                  << " tokens failed, dropped (chats go on): " << saved.status().ToString();
+    return false;
   }
   if (!still_on) {  // turned off or purged while writing: leave nothing behind
     d->Remove(saved->id);
-    return true;
+    return false;
   }
-  if (written != nullptr) *written = true;
   MX_LOG(kInfo) << "saved caches: wrote a cached chat of " << item.tokens.size() << " tokens ("
-                << Mb(saved->file_bytes) << ") in " << (env_->NowMicros() - t0) / 1000 << " ms";
+                << Mb(saved->file_bytes) << ") in " << (env_->NowMicros() - t0) / 1000 << " ms"
+                << (paced ? "" : " (unpaced)");
   if (auto removed = d->EnforceLimits(env_->WallMicros()); removed.ok() && removed->files > 0) {
     MX_LOG(kInfo) << "saved caches: removed " << removed->files << " expired or over-budget files ("
                   << Mb(removed->bytes) << ")";
   }
+  return true;
+}
+
+void SavedCacheStore::WriterLoop() {
+  io_pool_ = std::make_unique<ThreadPool>(options_.writer_threads > 0 ? options_.writer_threads
+                                                                      : PhysicalCoreCount());
+  const uint64_t defer_us = options_.defer_ms * 1000;
+  for (;;) {
+    Node node;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (;;) {
+        if (stop_writer_) return;
+        node.reset();
+        for (const Node& n : queue_) {
+          if (!n->writing && !n->abort) {
+            node = n;
+            break;
+          }
+        }
+        if (node == nullptr) {
+          queue_cv_.wait(lock);
+          continue;
+        }
+        const uint64_t waited = env_->NowMicros() - node->queued_us;
+        if (UrgentLocked() || waited >= defer_us || gate_.idle()) break;
+        // Replies run: wait for a moment without requests (noticed within
+        // 50 ms) or for the state's deferral to end.
+        const uint64_t wait_us = std::min<uint64_t>(defer_us - waited, 50000);
+        queue_cv_.wait_for(lock, std::chrono::microseconds(wait_us));
+      }
+    }
+    WriteNode(node, /*paced=*/true, io_pool_.get());
+  }
+}
+
+bool SavedCacheStore::WriteOne(const cache::ModelBinding& model, ThreadPool* pool, bool* written) {
+  if (written != nullptr) *written = false;
+  Node node;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Node& n : queue_) {
+      if (n->item.model == model && !n->writing) {
+        node = n;
+        break;
+      }
+    }
+    if (node == nullptr) return false;
+  }
+  const bool saved = WriteNode(node, /*paced=*/false, pool);
+  if (written != nullptr) *written = saved;
   return true;
 }
 
@@ -347,8 +474,9 @@ size_t SavedCacheStore::Drain(const cache::ModelBinding& model, uint64_t timeout
       size_t dropped = 0;
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = queue_.begin(); it != queue_.end();) {
-        if (it->model == model) {
-          queued_bytes_ -= it->state->SizeBytes();
+        if ((*it)->item.model == model) {
+          (*it)->abort = true;
+          queued_bytes_ -= (*it)->bytes;
           it = queue_.erase(it);
           ++dropped;
         } else {
@@ -360,10 +488,122 @@ size_t SavedCacheStore::Drain(const cache::ModelBinding& model, uint64_t timeout
       break;
     }
     bool saved = false;
-    WriteOne(model, pool, &saved);
+    if (!WriteOne(model, pool, &saved)) {
+      // The writer thread holds the last one: wait for it.
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
     written += saved;
   }
   return written;
+}
+
+size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
+  const uint64_t t0 = env_->NowMicros();
+  size_t n_start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+    n_start = queue_.size();
+  }
+  queue_cv_.notify_all();
+  gate_.Wake();
+  if (!options_.background_writer) {
+    ThreadPool pool(options_.writer_threads > 0 ? options_.writer_threads : PhysicalCoreCount());
+    for (;;) {
+      Node node;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (queue_.empty() || env_->NowMicros() - t0 > timeout_ms * 1000) break;
+        node = queue_.front();
+      }
+      WriteNode(node, /*paced=*/false, &pool);
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return queue_.empty(); });
+  draining_ = false;
+  const size_t left = queue_.size();
+  if (left > 0) {
+    uint64_t tokens = 0;
+    for (const Node& n : queue_) tokens += n->item.tokens.size();
+    MX_LOG(kWarn) << "saved caches: shutdown flush reached its " << timeout_ms << " ms limit; " << left
+                  << " cached chats (" << tokens << " tokens) were not saved";
+    ClearQueueLocked();
+  } else if (n_start > 0) {
+    MX_LOG(kInfo) << "saved caches: flushed " << n_start << " cached chats to disk in "
+                  << (env_->NowMicros() - t0) / 1000 << " ms";
+  }
+  return left;
+}
+
+QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {
+  QueuedMatch best;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Newest first, so that ties go to the most recent state.
+  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+    const Node& n = *it;
+    if (!(n->item.model == model) || n->abort) continue;
+    const size_t lcp = cache::CommonPrefix(n->item.tokens, prompt);
+    if (lcp > best.common_prefix) {
+      best.found = true;
+      best.seq = n->seq;
+      best.common_prefix = lcp;
+      best.n_tokens = n->item.tokens.size();
+      best.prompt_len = n->item.prompt_len;
+    }
+  }
+  return best;
+}
+
+Result<PendingSave> SavedCacheStore::TakeQueued(uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Node node;
+  for (const Node& n : queue_) {
+    if (n->seq == seq) node = n;
+  }
+  if (node == nullptr) return Status::NotFound("the cached chat is no longer waiting to be written");
+  node->abort = true;
+  gate_.Wake();
+  // A write in progress stops at its next slice, or finishes (then the state
+  // is on disk and no longer queued).
+  queue_cv_.wait(lock, [&] { return node->readers == 0; });
+  bool linked = false;
+  for (const Node& n : queue_) linked = linked || n == node;
+  if (!linked) return Status::NotFound("the cached chat was written to disk meanwhile");
+  UnlinkLocked(node);
+  return std::move(node->item);
+}
+
+Result<std::unique_ptr<models::SequenceState>> SavedCacheStore::CopyQueued(uint64_t seq, int64_t max_tokens,
+                                                                           std::vector<int32_t>* tokens) {
+  Node node;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Node& n : queue_) {
+      if (n->seq == seq && !n->abort) node = n;
+    }
+    if (node == nullptr) return Status::NotFound("the cached chat is no longer waiting to be written");
+    ++node->readers;  // read-only, beside the writer
+  }
+  const models::SequenceState& state = *node->item.state;
+  int64_t cut = std::min(max_tokens, state.n_tokens());
+  while (cut > 0 && !state.CanCutAt(cut)) {
+    int64_t best = 0;
+    for (int64_t p : state.SnapshotPositions()) {
+      if (p <= cut && state.CanCutAt(p)) best = std::max(best, p);
+    }
+    cut = best;
+  }
+  auto copy = cut > 0 ? state.ClonePrefix(cut) : Result<std::unique_ptr<models::SequenceState>>(
+                                                      Status::NotFound("no point to cut the queued chat at"));
+  if (copy.ok()) tokens->assign(node->item.tokens.begin(), node->item.tokens.begin() + cut);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --node->readers;
+  }
+  queue_cv_.notify_all();
+  return copy;
 }
 
 cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {

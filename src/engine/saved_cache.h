@@ -1,25 +1,34 @@
 // SavedCacheStore: the disk level of the prompt cache (SPEC §5-§7), one per
 // server, one folder shared by every loaded model. It owns the key, the
-// sealed DiskStore and the write-behind queue of states that left a model's
-// RAM pool.
+// sealed DiskStore, the write-behind queue of states that left a model's
+// RAM pool, the thread that writes them and the ComputeGate through which
+// that thread shares the machine with every model's compute loop.
 //
-// Writing is never done during a reply: Enqueue() only queues (the state
-// object itself, no copy, no I/O), and a queued state is written by its own
-// model's compute loop through WriteOne() when that loop has no request
-// (Scheduler::Loop), or by Drain() when the model unloads and the server
-// stops. States of a model are matched only against files of that exact
-// model (ModelBinding: SHA-256 of the GGUF bytes + the state-layout
-// fingerprint).
+// When states are written (docs/saved_caches.md): Enqueue() only queues (the
+// state object itself, no copy, no I/O; nothing is dropped for lack of
+// room). The writer thread writes the oldest queued state in slices of one
+// batch of sealed chunks that never overlap a forward pass of any model:
+// at once and on every core while no model has a request; while replies
+// run, only once a state has waited `defer_ms` for such a moment, and then
+// with at most `busy_share` of the time; with no share limit while the
+// queue holds more than `queue_budget_bytes`. A queued state is still in RAM
+// and still serves prompts (FindQueued / TakeQueued / CopyQueued). Unload
+// only queues; DrainAll() writes everything at shutdown, for at most
+// flush_timeout_ms, and logs what it could not write. States of a model are
+// matched only against files of that exact model (ModelBinding: SHA-256 of
+// the GGUF bytes + the state-layout fingerprint).
 //
 // Runtime policy (enabled, budget, TTL) is applied here; it is persisted by
 // the server (prompt_cache_policy.json), which reads no JSON below it.
 //
 // Thread-safety: every method may be called from any thread. The DiskStore
-// is held by shared_ptr, so turning saving off while a compute loop writes
-// is safe: a file finished after the purge is deleted at once.
+// is held by shared_ptr, so turning saving off while a state is written is
+// safe: a file finished after the purge is deleted at once.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <list>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -34,6 +43,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/compute_gate.h"
 #include "models/model.h"
 #include "models/sequence_state.h"
 
@@ -46,12 +56,20 @@ struct SavedCacheOptions {
   uint64_t ttl_us = uint64_t{168} * 3600 * 1000000;  // MATRICXON_PERSIST_CACHE_TTL_HOURS (0: never)
   std::string passphrase;                          // MATRICXON_CACHE_KEY
   bool cluster_node = false;                       // MATRICXON_CLUSTER_NODE
-  uint64_t queue_budget_bytes = uint64_t{1} << 30;  // states waiting to be written, at most
+  // Queued states beyond this many bytes are written without waiting for
+  // their share of the time (they are never dropped).
+  uint64_t queue_budget_bytes = uint64_t{256} << 20;
+  // While replies run, a queued state waits this long for a moment with no
+  // request before it is written in slices between forward passes.
+  uint64_t defer_ms = 2000;     // MATRICXON_PERSIST_WRITE_DEFER_MS
+  double busy_share = 0.10;     // MATRICXON_PERSIST_WRITE_SHARE (percent / 100)
+  bool background_writer = true;  // false: only WriteOne / Drain / DrainAll write (tests, tools)
+  int writer_threads = 0;       // threads sealing while no model has a request (0: physical cores)
   // A saved cache is loaded only when it reuses at least this many prompt
   // tokens more than the best RAM entry (loading costs a file read and a
   // decryption; a few tokens are cheaper to re-read).
   int64_t min_gain_tokens = 16;
-  uint64_t flush_timeout_ms = 10000;  // unload / shutdown: longest time spent writing
+  uint64_t flush_timeout_ms = 60000;  // shutdown (DrainAll): longest time spent writing
   bool check_in_background = true;    // false: StartupCheck before Open returns (tools, tests)
 };
 
@@ -72,13 +90,26 @@ struct SavedCacheUsage {
   size_t files = 0;
   cache::KeySource key_source = cache::KeySource::kNone;
   size_t queued = 0;  // states waiting to be written
+  uint64_t queued_bytes = 0;  // the memory they hold
+  uint64_t writes = 0;        // files written since start
+  ComputeGateStats gate;      // how writing shared the machine with replies
 };
 
-// One state that left a RAM pool, waiting for its model's idle time.
+// One state that left a RAM pool, waiting to be written.
 struct PendingSave {
   cache::ModelBinding model;
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
+  int64_t prompt_len = 0;  // of tokens, how many came from a prompt (the rest were generated)
+};
+
+// The queued state of `model` sharing the longest start with a prompt.
+struct QueuedMatch {
+  bool found = false;
+  uint64_t seq = 0;           // which queued state (TakeQueued / CopyQueued)
+  size_t common_prefix = 0;   // tokens shared with the prompt
+  size_t n_tokens = 0;        // tokens the queued state holds
+  int64_t prompt_len = 0;     // ... of which came from its last prompt
 };
 
 // A saved cache loaded back into an engine state.
@@ -119,20 +150,39 @@ class SavedCacheStore {
   Result<cache::RemovalStats> Purge();
 
   // --- Write-behind queue.
-  // Queues a state that left a RAM pool. Dropped (with a log line) when
-  // saving is off or the queue would exceed its byte budget.
+  // Queues a state that left a RAM pool (freed at once when saving is off).
+  // Never blocks on I/O and never drops a state for lack of room.
   void Enqueue(PendingSave item);
   bool HasPending(const cache::ModelBinding& model) const;
-  // Writes the oldest queued state of `model` (serialize, seal, publish,
-  // enforce limits). REQUIRES: called by that model's compute loop when it
-  // is idle, or after it stopped. `pool` (optional) seals chunks in
-  // parallel; REQUIRES: no one else uses it meanwhile. False when nothing
-  // of `model` was queued. *written (optional): whether a file was saved
-  // (a failed write is dropped with a log line).
+  // Writes the oldest queued state of `model` now, on the calling thread
+  // (serialize, seal, publish, enforce limits), outside the gate: for tools,
+  // tests and benchmarks. `pool` (optional) seals chunks in parallel;
+  // REQUIRES: no one else uses it meanwhile. False when nothing of `model`
+  // was queued. *written (optional): whether a file was saved (a failed
+  // write is dropped with a log line).
   bool WriteOne(const cache::ModelBinding& model, ThreadPool* pool, bool* written = nullptr);
-  // Writes every queued state of `model`, for at most timeout_ms; the rest
-  // is dropped with a log line. Returns the number of files saved.
+  // Writes every queued state of `model` on the calling thread, for at most
+  // timeout_ms; the rest is dropped with a log line. Returns files saved.
   size_t Drain(const cache::ModelBinding& model, uint64_t timeout_ms, ThreadPool* pool);
+  // Shutdown: writes every queued state of every model (the writer thread,
+  // with no share limit, on every core), for at most timeout_ms; what is
+  // left is dropped with a log line naming how many chats and tokens.
+  // Returns the number of states that were not written.
+  size_t DrainAll(uint64_t timeout_ms);
+
+  // --- Queued states serve prompts (they are still in RAM).
+  QueuedMatch FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
+  // Takes queued state `seq` back (its write is abandoned, waiting at most
+  // one slice if it is being written). NotFound when it is no longer queued
+  // (written meanwhile: it is on disk now).
+  Result<PendingSave> TakeQueued(uint64_t seq);
+  // A copy of queued state `seq` cut at the newest point at or before
+  // `max_tokens` where it can be cut (recurrent snapshots); the queued state
+  // stays queued. *tokens: the copy's tokens. NotFound when it is gone.
+  Result<std::unique_ptr<models::SequenceState>> CopyQueued(uint64_t seq, int64_t max_tokens,
+                                                            std::vector<int32_t>* tokens);
+  // The server-wide gate every compute loop brackets its steps with.
+  ComputeGate& gate() { return gate_; }
 
   // --- Lookup (REQUIRES: called on the model's compute loop for Load).
   // The saved cache of `model` sharing the longest start with `prompt`
@@ -168,9 +218,41 @@ class SavedCacheStore {
   std::shared_ptr<cache::DiskStore> disk_;          // guarded by mu_; null when off
   cache::KeySource key_source_ = cache::KeySource::kNone;  // guarded by mu_
   std::string disabled_reason_;                     // guarded by mu_
-  std::deque<PendingSave> queue_;                   // guarded by mu_
+  // A queued state. Held by shared_ptr so that the writer and a copy can
+  // read it while a taker or a purge unlinks it; `readers` counts them.
+  struct QueuedSave {
+    PendingSave item;
+    uint64_t seq = 0;
+    uint64_t bytes = 0;        // the state's memory
+    uint64_t queued_us = 0;    // Env::NowMicros
+    int readers = 0;           // guarded by mu_
+    bool writing = false;      // guarded by mu_
+    std::atomic<bool> abort{false};  // a taker wants it back: stop writing it
+  };
+  using Node = std::shared_ptr<QueuedSave>;
+
+  void WriterLoop();
+  // Seals and publishes `node`'s state (a reader of it), paced by the gate
+  // when `paced`, on `pool` otherwise. Unlinks it when written; an abandoned
+  // write leaves it queued. Returns whether a file was saved.
+  bool WriteNode(const Node& node, bool paced, ThreadPool* pool);
+  // Unlinks `node` from the queue. REQUIRES: mu_ held.
+  void UnlinkLocked(const Node& node);
+  void ClearQueueLocked();
+  bool UrgentLocked() const;
+
+  std::list<Node> queue_;                           // guarded by mu_; oldest first
   uint64_t queued_bytes_ = 0;                       // guarded by mu_
+  uint64_t next_seq_ = 0;                           // guarded by mu_
+  uint64_t writes_ = 0;                             // guarded by mu_
+  bool draining_ = false;                           // guarded by mu_: DrainAll runs
+  bool stop_writer_ = false;                        // guarded by mu_
+  bool over_budget_logged_ = false;                 // guarded by mu_
+  std::condition_variable queue_cv_;                // queue_ changed, a write ended, stop
   std::vector<std::thread> checks_;                 // guarded by mu_; start-up checks
+  ComputeGate gate_;
+  std::unique_ptr<ThreadPool> io_pool_;             // the writer's, for idle slices
+  std::thread writer_;
 };
 
 }  // namespace mx::engine

@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -26,8 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Records, at every write of a saved-cache file, whether the model had an
-// active request (it never may).
+// Records, at every append to a saved-cache file (sealed data written),
+// whether the model had an active request (it never may). The fsync and
+// rename that publish a file wait on the disk, not the CPU, and may overlap
+// the first steps of a reply that starts meanwhile; they are not counted.
 class RecordingEnv : public EnvWrapper {
  public:
   RecordingEnv() : EnvWrapper(Env::Default()) {}
@@ -36,19 +40,30 @@ class RecordingEnv : public EnvWrapper {
   std::atomic<int> writes_during_reply{0};
 
   void Record() {
-    ++writes;
     const Scheduler* s = scheduler.load();
     if (s != nullptr && s->active() > 0) ++writes_during_reply;
-    std::lock_guard<std::mutex> lock(mu);
-    write_times_us.push_back(NowMicros());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      write_times_us.push_back(NowMicros());
+      ++writes;
+    }
+    written.notify_all();
   }
   std::vector<uint64_t> WriteTimes() {
     std::lock_guard<std::mutex> lock(mu);
     return write_times_us;
   }
+  // Blocks until a write after the first `seen` ones is recorded, or 100 ms
+  // pass (then the caller looks at the store again); returns the count.
+  int WaitForWriteAfter(int seen) {
+    std::unique_lock<std::mutex> lock(mu);
+    written.wait_for(lock, std::chrono::milliseconds(100), [&] { return writes.load() > seen; });
+    return writes.load();
+  }
 
   std::mutex mu;
-  std::vector<uint64_t> write_times_us;  // every append, sync, rename and folder sync of a saved cache
+  std::condition_variable written;
+  std::vector<uint64_t> write_times_us;  // every append to a saved cache
 
   class File : public WritableFile {
    public:
@@ -57,10 +72,7 @@ class RecordingEnv : public EnvWrapper {
       env_->Record();
       return base_->Append(data);
     }
-    Status Sync() override {
-      env_->Record();
-      return base_->Sync();
-    }
+    Status Sync() override { return base_->Sync(); }
     Status Close() override { return base_->Close(); }
     const std::string& path() const override { return base_->path(); }
 
@@ -75,10 +87,23 @@ class RecordingEnv : public EnvWrapper {
     if (path.find(".mxpc") == std::string::npos) return f;
     return std::unique_ptr<WritableFile>(new File(this, std::move(f)));
   }
+};
+
+// A clock that stands still except when a saved cache is published (its
+// rename), which takes exactly kWriteUs: time limits are then counted in
+// files, whatever the machine's speed.
+class SteppingClockEnv : public EnvWrapper {
+ public:
+  static constexpr uint64_t kWriteUs = 10'000;
+  SteppingClockEnv() : EnvWrapper(Env::Default()) {}
+  uint64_t NowMicros() override { return now_us_.load(); }
   Status RenameFile(const std::string& from, const std::string& to) override {
-    if (to.find(".mxpc") != std::string::npos) Record();
+    if (to.find(".mxpc") != std::string::npos) now_us_ += kWriteUs;
     return target()->RenameFile(from, to);
   }
+
+ private:
+  std::atomic<uint64_t> now_us_{1'000'000};
 };
 
 class SavedCacheTest : public ::testing::Test {
@@ -108,9 +133,13 @@ class SavedCacheTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, std::string passphrase = "test passphrase") {
+  // writer: the background writer thread; without it only WriteOne /
+  // Drain / DrainAll write.
+  std::unique_ptr<SavedCacheStore> OpenStore(Env* env, std::string passphrase = "test passphrase",
+                                             bool writer = true) {
     SavedCacheOptions o;
     o.dir = dir_;
+    o.background_writer = writer;
     o.passphrase = std::move(passphrase);
     o.check_in_background = false;
     o.min_gain_tokens = 4;
@@ -183,7 +212,8 @@ TEST_F(SavedCacheTest, UnloadFlushesAndARestartLoadsItBack) {
     Reply r = Run(*s, first);
     next = first.prompt;
     next.insert(next.end(), r.tokens.begin(), r.tokens.end());
-    s.reset();  // unload: the pool is flushed to disk
+    s.reset();  // unload: the pool goes to the write queue
+    EXPECT_EQ(store->DrainAll(30000), 0u);
     EXPECT_EQ(store->Usage().files, 1u);
   }
   EXPECT_EQ(SavedFiles(), 1u);
@@ -208,6 +238,7 @@ TEST_F(SavedCacheTest, AnotherModelNeverLoadsTheFile) {
     auto s = Make(0, store.get());
     Run(*s, first);
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(store->Usage().files, 1u);
   auto s = Make(1, store.get());  // another file, the same shape
   GenRequest other = Greedy(1, std::string(kChat) + " More.", 4);
@@ -250,7 +281,13 @@ TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
     other.join();
     replies.push_back(second);
   }
-  for (int i = 0; i < 500 && store->Usage().queued > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The idle loop writes the evicted chats one by one; wait for the queue to
+  // empty, woken by each write (the deadline only keeps a broken build from
+  // hanging; it bounds nothing).
+  const uint64_t give_up_us = Env::Default()->NowMicros() + 120'000'000;
+  for (int seen = env.writes.load(); store->Usage().queued > 0 && Env::Default()->NowMicros() < give_up_us;) {
+    seen = env.WaitForWriteAfter(seen);
+  }
   EXPECT_EQ(store->Usage().queued, 0u);
   EXPECT_GT(env.writes.load(), 0);
   // Sampled at every write: the model had no active request.
@@ -267,20 +304,31 @@ TEST_F(SavedCacheTest, WritesNeverOverlapAReply) {
   env.scheduler = nullptr;
 }
 
+// The limit is checked before each file: a file once begun is finished, the
+// rest of the queue is dropped. On a clock where each write takes 10 ms, a
+// 0 ms limit writes one file of three and a 15 ms limit two.
 TEST_F(SavedCacheTest, DrainStopsAtItsTimeLimit) {
-  auto store = OpenStore(Env::Default());
   const cache::ModelBinding model{"sha256:test", 7};
-  for (int i = 0; i < 3; ++i) {
-    auto state = std::make_unique<models::SequenceState>(
-        std::make_shared<models::StateLayout>(models::StateLayout::ForModel(models_[0]->model->config(), DType::kF16, 64)));
-    store->Enqueue({model, {1, 2, 3, i}, std::move(state)});
+  auto enqueue = [&](SavedCacheStore& store, int n, int tag) {
+    for (int i = 0; i < n; ++i) {
+      auto state = std::make_unique<models::SequenceState>(std::make_shared<models::StateLayout>(
+          models::StateLayout::ForModel(models_[0]->model->config(), DType::kF16, 64)));
+      store.Enqueue({model, {1, 2, tag, i}, std::move(state)});
+    }
+  };
+  for (const auto& [timeout_ms, expect_written] : {std::pair<uint64_t, size_t>{0, 1}, {15, 2}, {1000, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "limit " << timeout_ms << " ms");
+    fs::remove_all(dir_);
+    SteppingClockEnv clock;
+    auto store = OpenStore(&clock, "test passphrase", /*writer=*/false);
+    enqueue(*store, 3, static_cast<int>(timeout_ms));
+    ASSERT_TRUE(store->HasPending(model));
+    EXPECT_EQ(store->Drain(model, timeout_ms, nullptr), expect_written);
+    EXPECT_EQ(store->Usage().files, expect_written);
+    EXPECT_EQ(SavedFiles(), expect_written);
+    EXPECT_FALSE(store->HasPending(model));
+    EXPECT_EQ(store->Usage().queued, 0u);
   }
-  ASSERT_TRUE(store->HasPending(model));
-  const size_t written = store->Drain(model, /*timeout_ms=*/0, nullptr);
-  EXPECT_LE(written, 1u);  // the limit is checked between files
-  EXPECT_EQ(store->Usage().files, written);
-  EXPECT_FALSE(store->HasPending(model));
-  EXPECT_EQ(store->Usage().queued, 0u);
 }
 
 TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
@@ -290,6 +338,7 @@ TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
   Run(*s, Greedy(0, kChat, 4));
   env.FailNth(FaultEnv::kAppend, 1, ENOSPC);
   s.reset();  // the flush meets a full disk
+  EXPECT_EQ(store->DrainAll(30000), 0u);
   EXPECT_EQ(store->Usage().files, 0u);
   EXPECT_EQ(store->Drain({"sha256:none", 1}, 1000, nullptr), 0u);
   EXPECT_EQ(store->Usage().queued, 0u);
@@ -302,6 +351,7 @@ TEST_F(SavedCacheTest, DiskFullDropsTheWriteAndChatsGoOn) {
   Reply r = Run(*s, Greedy(0, kChat, 4));
   EXPECT_EQ(r.last.cached_tokens, 0);
   s.reset();
+  EXPECT_EQ(store->DrainAll(30000), 0u);
   EXPECT_EQ(store->Usage().files, 1u);
 }
 
@@ -312,6 +362,7 @@ TEST_F(SavedCacheTest, TurningOffDeletesEverySavedFile) {
     Run(*s, Greedy(0, kChat, 4));
     Run(*s, Greedy(0, "another chat entirely", 4));
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(SavedFiles(), 2u);
   auto removed = store->SetEnabled(false);
   ASSERT_TRUE(removed.ok());
@@ -330,6 +381,7 @@ TEST_F(SavedCacheTest, ShrinkingTheBudgetEvictsAtOnce) {
     Run(*s, Greedy(0, kChat, 4));
     Run(*s, Greedy(0, "another chat entirely", 4));
   }
+  ASSERT_EQ(store->DrainAll(30000), 0u);
   ASSERT_EQ(store->Usage().files, 2u);
   auto removed = store->SetLimits(1, 0);  // 1 byte: nothing fits
   ASSERT_TRUE(removed.ok());
@@ -397,6 +449,7 @@ TEST_P(SavedCacheRefTest, RepliesFromDiskEqualFreshReads) {
   so.dir = dir_;
   so.passphrase = "ref";
   so.check_in_background = false;
+  so.background_writer = false;  // WriteOnePending below writes every turn
   so.min_gain_tokens = 4;
   auto store = SavedCacheStore::Open(Env::Default(), so);
   ASSERT_TRUE(store.ok());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "core/logging.h"
 #include "engine/text_stream.h"
@@ -82,6 +83,7 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
                   << disk.binding.model_fingerprint.substr(0, 23) << "... computed in "
                   << (env_->NowMicros() - t0) / 1000 << " ms";
   }
+  if (options_.cache.saved != nullptr) gate_ = &options_.cache.saved->gate();
   cache_ = std::make_unique<PromptCache>(*runner_, options_.cache, env_, SequencePool::EvictFn{}, std::move(disk));
   thread_ = std::thread([this] { Loop(); });
 }
@@ -157,6 +159,9 @@ Status Scheduler::StartSlot(Slot& s) {
   s.ticket = std::move(ticket).value();
   s.seq = &s.ticket.state();
   s.cached = s.ticket.n_reused();
+  // What the state holds from here on, should the slot end early (Finish
+  // hands back the first n_tokens() of it).
+  s.history = s.request.prompt;
   // Room for the whole prompt now: growing a state reallocates it and copies
   // its KV rows, which is the cache's cost of continuing a chat in place,
   // not reading; left to the forward pass it would hide in prompt_ms.
@@ -266,13 +271,20 @@ void Scheduler::Loop() {
   std::vector<Slot*> wants;  // slot of each entry that asks for logits, in order
   std::vector<float> logits;
   std::vector<Queued> gone;  // cancelled while waiting for a slot
+  // Whether this loop told the server-wide gate that it has requests (saved
+  // caches are then written only in slices between forward passes).
+  bool gate_active = false;
+  auto set_active = [&](bool active) {
+    if (gate_ != nullptr && active != gate_active) {
+      gate_->SetLoopActive(active);
+      gate_active = active;
+    }
+  };
   for (;;) {
+    if (slots.empty()) set_active(false);
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Pending disk writes wake the loop only when it is idle.
-      cv_.wait(lock, [&] {
-        return stop_ || !slots.empty() || !queue_.empty() || cache_->HasPendingWrites();
-      });
+      cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
       if (stop_) break;
       // A request cancelled in the queue ends at this step, not when a slot
       // frees (the queue is only non-empty while every slot is busy).
@@ -305,10 +317,8 @@ void Scheduler::Loop() {
       q.stream->Push(std::move(ev));
     }
     gone.clear();
-    if (slots.empty()) {  // idle: no request is active or waiting
-      cache_->WriteOnePending();
-      continue;
-    }
+    if (slots.empty()) continue;
+    set_active(true);
     // Start new slots, drop cancelled ones.
     for (auto& s : slots) {
       if (!s->seq && s->stream->cancelled()) {  // gone while waiting in the queue
@@ -316,7 +326,13 @@ void Scheduler::Loop() {
         continue;
       }
       if (!s->seq) {
-        if (Status st = StartSlot(*s); !st.ok()) {
+        Status st;
+        try {
+          st = StartSlot(*s);
+        } catch (const std::bad_alloc&) {
+          st = Status::ResourceExhausted("out of memory while preparing the prompt's state");
+        }
+        if (!st.ok()) {
           MX_LOG(kError) << "model " << options_.model_name << ": prompt cache: " << st.ToString();
           Finish(*s, "error", st);
           continue;
@@ -335,13 +351,23 @@ void Scheduler::Loop() {
     std::erase_if(slots, [](const auto& s) { return s->done; });
     if (slots.empty()) continue;
 
-    // One batch: a token for every generating slot, then prompt chunks.
+    // One batch: a token for every generating slot, then prompt chunks. Each
+    // slot's room is reserved first, so a state whose memory cannot be had
+    // fails its own request and no other.
     batch.clear();
     wants.clear();
+    auto reserve = [&](Slot& s, int64_t n_more) {
+      Status st = s.seq->Reserve(s.seq->n_tokens() + n_more);
+      if (st.ok()) return true;
+      MX_LOG(kError) << "model " << options_.model_name << ": " << st.ToString();
+      Finish(s, "error", st);
+      return false;
+    };
     for (auto& s : slots) {
       s->step_prompt = 0;
       s->step_decode = 0;
       if (!s->reading() && s->next_token >= 0) {
+        if (!reserve(*s, 1)) continue;
         batch.push_back({s->seq, s->next_token, true});
         wants.push_back(s.get());
         s->step_decode = 1;
@@ -349,7 +375,10 @@ void Scheduler::Loop() {
     }
     int64_t budget = options_.prompt_chunk;
     for (auto& s : slots) {
-      while (budget > 0 && s->reading()) {
+      if (s->done || !s->reading() || budget <= 0) continue;
+      const int64_t take = std::min<int64_t>(budget, static_cast<int64_t>(s->request.prompt.size() - s->n_read));
+      if (!reserve(*s, take)) continue;
+      for (int64_t k = 0; k < take; ++k) {
         const bool last = s->n_read + 1 == s->request.prompt.size();
         batch.push_back({s->seq, s->request.prompt[s->n_read], last});
         if (last) wants.push_back(s.get());
@@ -358,8 +387,16 @@ void Scheduler::Loop() {
         --budget;
       }
     }
+    std::erase_if(slots, [](const auto& s) { return s->done; });
+    if (batch.empty()) continue;
     const uint64_t step_t0 = env_->NowMicros();
-    Status st = runner_->Forward(batch, &logits);
+    Status st;
+    try {
+      StepScope step(gate_);
+      st = runner_->Forward(batch, &logits);
+    } catch (const std::bad_alloc&) {
+      st = Status::ResourceExhausted("out of memory in the forward pass");
+    }
     ChargeStep(slots, env_->NowMicros() - step_t0, batch.size());
     if (!st.ok()) {
       MX_LOG(kError) << "model " << options_.model_name << ": forward pass failed: " << st.ToString();
@@ -374,12 +411,14 @@ void Scheduler::Loop() {
       OnLogits(*wants[i], std::span<const float>(logits.data() + i * n_vocab, n_vocab));
     }
     std::erase_if(slots, [](const auto& s) { return s->done; });
+    cache_->Recharge();
     {
       std::lock_guard<std::mutex> lock(mu_);
       active_count_ = static_cast<int>(slots.size());
     }
   }
   for (auto& s : slots) Finish(*s, "error", Status::Internal("the server is shutting down"));
+  set_active(false);
 }
 
 }  // namespace mx::engine

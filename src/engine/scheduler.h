@@ -171,6 +171,7 @@ class Scheduler {
   std::unique_ptr<models::Runner> runner_;
   std::unique_ptr<PromptCache> cache_;  // used by the compute thread only (stats: any thread)
   bool forward_failed_ = false;         // compute thread only
+  ComputeGate* gate_ = nullptr;         // the saved-cache store's, when there is one
   std::vector<float> masked_;           // compute thread only: logits without EOG (ignore_eos)
 
   mutable std::mutex mu_;

@@ -1,6 +1,9 @@
 #include "models/sequence_state.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace mx::models {
@@ -152,6 +155,31 @@ float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
   return nullptr;
 }
 
+size_t SequenceState::MemoryBytes() const {
+  size_t n = recurrent_.capacity() * sizeof(float);
+  for (const auto& snap : snapshots_) n += snap.data.capacity() * sizeof(float);
+  if (!kv_.lazy()) return n + kv_.allocated();
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t rb : row_bytes_) {
+    const size_t bytes = static_cast<size_t>(populated_) * rb;
+    n += 2 * ((bytes + page - 1) / page * page);  // K and V
+  }
+  return n;
+}
+
+void SequenceState::DiscardRowsFrom(int64_t n) {
+  if (!kv_.lazy() || n >= populated_) return;
+  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+    const size_t k_at = static_cast<size_t>(capacity_) * layer_offset_[i];
+    const size_t v_at = k_at + static_cast<size_t>(capacity_) * row_bytes_[i];
+    const size_t from = static_cast<size_t>(n) * row_bytes_[i];
+    const size_t len = static_cast<size_t>(populated_ - n) * row_bytes_[i];
+    kv_.Discard(k_at + from, len);
+    kv_.Discard(v_at + from, len);
+  }
+  populated_ = n;
+}
+
 size_t SequenceState::CapacityBytes() const {
   size_t n = recurrent_.capacity() * sizeof(float);
   // A lazy block holds memory only for the rows written so far.
@@ -165,9 +193,21 @@ Status SequenceState::Reserve(int64_t n) {
                                      " positions, context holds " +
                                      std::to_string(layout_->n_ctx));
   }
+  auto out_of_memory = [&](int64_t rows) {
+    return Status::ResourceExhausted("out of memory: " + std::to_string(rows) + " more KV rows (" +
+                                     std::to_string(static_cast<size_t>(rows) * layout_->kv_bytes_per_token() >> 20) +
+                                     " MiB) cannot be backed for a state of " + std::to_string(n_tokens_) +
+                                     " tokens");
+  };
   if (n <= capacity_) {
     if (kv_.lazy() && n > populated_) {
-      PopulateRows(kv_, capacity_, populated_, n);
+      if (!PopulateRows(kv_, capacity_, populated_, n)) {
+        // Whatever was backed now is given back; the state is unchanged.
+        const int64_t had = populated_;
+        populated_ = n;
+        DiscardRowsFrom(had);
+        return out_of_memory(n - had);
+      }
       populated_ = n;
     }
     return Status::Ok();
@@ -182,12 +222,13 @@ Status SequenceState::Reserve(int64_t n) {
     cap = std::max(n, capacity_ + capacity_ / 2);
     cap = (cap + kGrowTokens - 1) / kGrowTokens * kGrowTokens;
     cap = std::min(cap, layout_->n_ctx);
-    next = LargeBuffer(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+    next = LargeBuffer::TryAllocate(static_cast<size_t>(cap) * layout_->kv_bytes_per_token());
+    if (next.data() == nullptr) return out_of_memory(cap - capacity_);
   }
   // Every row of the old capacity moves (a forward pass may have written
   // rows it has not committed yet).
   const int64_t backed = std::max(capacity_, n);
-  PopulateRows(next, cap, 0, backed);
+  if (!PopulateRows(next, cap, 0, backed)) return out_of_memory(backed);
   CopyRows(capacity_, next, cap);
   kv_ = std::move(next);
   capacity_ = cap;
@@ -195,17 +236,21 @@ Status SequenceState::Reserve(int64_t n) {
   return Status::Ok();
 }
 
-void SequenceState::PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from,
+bool SequenceState::PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from,
                                  int64_t to) const {
-  if (!buf.lazy() || to <= from) return;
+  if (!buf.lazy() || to <= from) return true;
   const auto n = static_cast<int64_t>(row_bytes_.size()) * 2;
+  std::atomic<bool> ok{true};
   ForEachPiece(n, static_cast<size_t>(to - from) * layout_->kv_bytes_per_token(), [&](int64_t piece) {
     const size_t i = static_cast<size_t>(piece / 2);
     size_t at = static_cast<size_t>(capacity) * layer_offset_[i];
     if (piece % 2 == 1) at += static_cast<size_t>(capacity) * row_bytes_[i];
-    buf.Populate(at + static_cast<size_t>(from) * row_bytes_[i],
-                 static_cast<size_t>(to - from) * row_bytes_[i]);
+    if (!buf.Populate(at + static_cast<size_t>(from) * row_bytes_[i],
+                      static_cast<size_t>(to - from) * row_bytes_[i])) {
+      ok = false;
+    }
   });
+  return ok;
 }
 
 void SequenceState::ForEachPiece(int64_t n, size_t bytes, const std::function<void(int64_t)>& fn) const {
@@ -255,6 +300,7 @@ Status SequenceState::Truncate(int64_t n) {
   // Snapshots after the cut (and pending ones) describe tokens that are gone.
   std::erase_if(snapshots_, [n](const RecurrentSnapshot& s) { return s.n_tokens > n || !s.complete; });
   n_tokens_ = n;
+  DiscardRowsFrom(n);
   return Status::Ok();
 }
 
@@ -276,10 +322,19 @@ Result<std::unique_ptr<SequenceState>> SequenceState::ClonePrefix(int64_t n) con
   out->kv_ = LargeBuffer::Lazy(static_cast<size_t>(layout_->n_ctx) * layout_->kv_bytes_per_token());
   out->capacity_ = layout_->n_ctx;
   if (out->kv_.data() == nullptr) {
-    out->kv_ = LargeBuffer(static_cast<size_t>(n) * layout_->kv_bytes_per_token());
+    out->kv_ = LargeBuffer::TryAllocate(static_cast<size_t>(n) * layout_->kv_bytes_per_token());
     out->capacity_ = n;
+    if (n > 0 && out->kv_.data() == nullptr) {
+      return Status::ResourceExhausted("out of memory: a copy of " + std::to_string(n) + " tokens (" +
+                                       std::to_string(static_cast<size_t>(n) * layout_->kv_bytes_per_token() >> 20) +
+                                       " MiB) cannot be had");
+    }
   }
-  out->PopulateRows(out->kv_, out->capacity_, 0, n);
+  if (!out->PopulateRows(out->kv_, out->capacity_, 0, n)) {
+    return Status::ResourceExhausted("out of memory: a copy of " + std::to_string(n) + " tokens (" +
+                                     std::to_string(static_cast<size_t>(n) * layout_->kv_bytes_per_token() >> 20) +
+                                     " MiB) cannot be backed");
+  }
   out->populated_ = out->kv_.lazy() ? n : 0;
   CopyRows(n, out->kv_, out->capacity_);
   out->n_tokens_ = n;
@@ -327,6 +382,7 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
     }
   }
   n_tokens_ -= d;
+  DiscardRowsFrom(n_tokens_);
   return Status::Ok();
 }
 
@@ -416,7 +472,12 @@ Result<StateLoader> StateLoader::Prepare(std::shared_ptr<const StateLayout> layo
   // An exact-size block (huge pages when large): a restore writes every row
   // at once, and fresh huge pages fault in far faster than normal ones. The
   // chat's next turn moves it into lazy room for the whole context (Reserve).
-  st.kv_ = LargeBuffer(static_cast<size_t>(n_tokens) * layout->kv_bytes_per_token());
+  st.kv_ = LargeBuffer::TryAllocate(static_cast<size_t>(n_tokens) * layout->kv_bytes_per_token());
+  if (n_tokens > 0 && st.kv_.data() == nullptr) {
+    return Status::ResourceExhausted("out of memory: a state of " + std::to_string(n_tokens) + " tokens (" +
+                                     std::to_string(static_cast<size_t>(n_tokens) * layout->kv_bytes_per_token() >> 20) +
+                                     " MiB) cannot be had");
+  }
   st.capacity_ = n_tokens;
   loader.header_.resize(kHeaderBytes);
   loader.snapshots_.resize(bytes - body);

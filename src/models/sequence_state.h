@@ -123,13 +123,19 @@ class SequenceState {
   size_t SizeBytes() const;
   // Bytes allocated (>= SizeBytes()).
   size_t CapacityBytes() const;
+  // The memory the state holds now: its KV block's backed pages (for a lazy
+  // block, every row written so far, rounded up to pages per layer; rows
+  // given back by Truncate / RemoveSpan no longer count), the recurrent state
+  // and its snapshots. What the prompt cache's budget counts.
+  size_t MemoryBytes() const;
   // Threads for this state's big memory work (a copy of its rows, backing
   // the pages of a growth) and for its copies'. REQUIRES: the pool is idle
   // whenever this state is copied or grown — true for the runner's pool,
   // which only the model's compute loop uses, between forward passes.
   void set_copy_pool(ThreadPool* pool) { pool_ = pool; }
 
-  // Makes room for n tokens in total. ResourceExhausted when n > n_ctx.
+  // Makes room for n tokens in total, backed by memory now. ResourceExhausted
+  // when n > n_ctx or the memory cannot be had (nothing changes then).
   Status Reserve(int64_t n);
   // Marks positions [n_tokens, n) as written (the forward pass filled them);
   // pending snapshots at or before n become complete.
@@ -205,8 +211,11 @@ class SequenceState {
   // Runs fn(i) for i in [0, n): on pool_ when the work (`bytes`) is large
   // enough to be worth it, else on this thread.
   void ForEachPiece(int64_t n, size_t bytes, const std::function<void(int64_t)>& fn) const;
-  // Backs rows [from, to) of every layer of a lazy `buf` laid out for `capacity`.
-  void PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from, int64_t to) const;
+  // Backs rows [from, to) of every layer of a lazy `buf` laid out for
+  // `capacity`. False when the memory could not be had.
+  bool PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from, int64_t to) const;
+  // Gives the pages of rows [n, populated_) of a lazy kv_ back (after a cut).
+  void DiscardRowsFrom(int64_t n);
 
   // All KV rows in one block: [attn layer][K: capacity rows, then V:
   // capacity rows]. A restored state gets an exact-size block (huge pages

@@ -67,9 +67,23 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
       << "# HELP matricxon_saved_cache_bytes Bytes of saved caches on disk.\n"
       << "# TYPE matricxon_saved_cache_bytes gauge\n"
       << "matricxon_saved_cache_bytes " << u.used_bytes << "\n"
-      << "# HELP matricxon_saved_cache_queued States waiting for their model's idle time to be written.\n"
+      << "# HELP matricxon_saved_cache_queued Chats that left RAM and wait to be written.\n"
       << "# TYPE matricxon_saved_cache_queued gauge\n"
-      << "matricxon_saved_cache_queued " << u.queued << "\n";
+      << "matricxon_saved_cache_queued " << u.queued << "\n"
+      << "# HELP matricxon_saved_cache_queued_bytes Memory held by the chats waiting to be written.\n"
+      << "# TYPE matricxon_saved_cache_queued_bytes gauge\n"
+      << "matricxon_saved_cache_queued_bytes " << u.queued_bytes << "\n"
+      << "# HELP matricxon_saved_cache_writes_total Saved caches written since start.\n"
+      << "# TYPE matricxon_saved_cache_writes_total counter\n"
+      << "matricxon_saved_cache_writes_total " << u.writes << "\n"
+      << "# HELP matricxon_saved_cache_write_during_replies_seconds_total Time saving took between the decode steps of running replies.\n"
+      << "# TYPE matricxon_saved_cache_write_during_replies_seconds_total counter\n"
+      << "matricxon_saved_cache_write_during_replies_seconds_total "
+      << static_cast<double>(u.gate.busy_slice_us) / 1e6 << "\n"
+      << "# HELP matricxon_saved_cache_step_wait_seconds_total Time decode steps waited for a write slice to end.\n"
+      << "# TYPE matricxon_saved_cache_step_wait_seconds_total counter\n"
+      << "matricxon_saved_cache_step_wait_seconds_total " << static_cast<double>(u.gate.step_wait_us) / 1e6
+      << "\n";
   }
   return o.str();
 }

@@ -26,6 +26,16 @@ Json PersistenceJson(ServerContext* ctx) {
     j["used_bytes"] = u.used_bytes;
     j["files"] = u.files;
     j["key_source"] = cache::KeySourceName(u.key_source);
+    // Chats that left RAM and wait to be written (still in memory), and how
+    // writing shared the machine with replies (docs/saved_caches.md).
+    j["queued"] = u.queued;
+    j["queued_bytes"] = u.queued_bytes;
+    j["writes"] = u.writes;
+    j["write_slices"] = {{"total", u.gate.slices},
+                         {"during_replies", u.gate.busy_slices},
+                         {"during_replies_ms", static_cast<double>(u.gate.busy_slice_us) / 1000.0},
+                         {"longest_ms", static_cast<double>(u.gate.max_slice_us) / 1000.0},
+                         {"longest_step_wait_ms", static_cast<double>(u.gate.max_step_wait_us) / 1000.0}};
     if (!u.enabled) j["disabled_reason"] = ctx->saved->disabled_reason();
   }
   return j;

@@ -39,7 +39,16 @@ Result<std::vector<ModelInfo>> ModelManager::List() {
     ModelInfo info;
     info.name = file.substr(0, file.size() - kSuffix.size());
     info.path = JoinPath(options_.models_dir, file);
-    if (auto size = env_->FileSize(info.path); size.ok()) info.size_bytes = *size;
+    // What the name points to (a symlink to a model is fine): only regular
+    // files are models; a FIFO, folder or dangling link is not listed.
+    auto stat = env_->GetFileInfo(info.path);
+    if (stat.ok() && !stat->is_regular) continue;
+    if (!stat.ok() && stat.status().code() != Status::Code::kNotSupported) continue;
+    if (stat.ok()) {
+      info.size_bytes = stat->size_bytes;
+    } else if (auto size = env_->FileSize(info.path); size.ok()) {
+      info.size_bytes = *size;
+    }
     if (auto it = loaded_.find(info.name); it != loaded_.end()) {
       info.loaded = true;
       info.active = it->second.served->scheduler->active();
@@ -55,6 +64,12 @@ Result<std::string> ModelManager::PathOf(const std::string& name) {
   if (!ValidName(name) || !env_->FileExists(path)) {
     return Status::NotFound("model '" + name + "' does not exist (no " + name + ".gguf in " +
                             options_.models_dir + ")");
+  }
+  // Never hand a FIFO (or a folder) to the loader: opening it would block
+  // while the load lock is held. The Env refuses it too.
+  if (auto stat = env_->GetFileInfo(path); stat.ok() && !stat->is_regular) {
+    return Status::NotFound("model '" + name + "' does not exist: " + path + " is " +
+                            FileTypeName(stat->type) + ", not a model file");
   }
   return path;
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "fifo_trap.h"
 #include "models/synthetic_model.h"
 
 namespace mx::server {
@@ -25,6 +26,12 @@ class FakeClockEnv : public Env {
   Status CreateDirs(const std::string& p, uint32_t m) override { return base_->CreateDirs(p, m); }
   Result<std::vector<std::string>> ListDir(const std::string& p) override { return base_->ListDir(p); }
   Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Result<FileInfo> GetFileInfo(const std::string& p) override { return base_->GetFileInfo(p); }
+  Result<FileInfo> GetLinkInfo(const std::string& p) override { return base_->GetLinkInfo(p); }
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p,
+                                                                OpenOptions o = {}) override {
+    return base_->NewRandomAccessFile(p, o);
+  }
   uint64_t NowMicros() override { return now_us.load(); }
   uint64_t WallMicros() override { return base_->WallMicros(); }
   void SleepMicros(uint64_t us) override { base_->SleepMicros(us); }
@@ -80,6 +87,31 @@ TEST_F(ModelManagerTest, ListsGgufFilesByName) {
   EXPECT_EQ((*list)[0].name, "a");
   EXPECT_EQ((*list)[1].name, "b");
   EXPECT_FALSE((*list)[0].loaded);
+}
+
+TEST_F(ModelManagerTest, AFifoNamedLikeAModelIsNeitherListedNorOpened) {
+  testing_support::FifoTrap fifo(dir_ + "/foo.gguf");
+  ASSERT_TRUE(fifo.ok());
+  fs::create_directory(dir_ + "/folder.gguf");
+  fs::create_symlink(dir_ + "/a.gguf", dir_ + "/linked.gguf");  // users do that: followed
+  fs::create_symlink(dir_ + "/foo.gguf", dir_ + "/to_fifo.gguf");
+  ModelManager m(&env_, Options(2, 0));
+  auto list = m.List();
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> names;
+  for (const auto& i : *list) names.push_back(i.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "linked"}));
+  for (const std::string name : {"foo", "to_fifo", "folder"}) {
+    auto acquired = m.Acquire(name);
+    ASSERT_FALSE(acquired.ok()) << name;
+    EXPECT_EQ(acquired.status().code(), Status::Code::kNotFound) << name;
+    EXPECT_NE(acquired.status().message().find("not a model file"), std::string::npos)
+        << acquired.status().ToString();
+  }
+  EXPECT_FALSE(fifo.hung()) << "loading opened the FIFO";
+  // The load lock was not left held: other models still load.
+  EXPECT_TRUE(m.Acquire("linked").ok());
+  EXPECT_TRUE(m.Acquire("b").ok());
 }
 
 TEST_F(ModelManagerTest, UnknownModelIsNotFound) {

@@ -50,6 +50,15 @@ const std::vector<SettingSpec>& ServerSettings() {
        "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
       {"MATRICXON_PERSIST_CACHE_TTL_HOURS", "persist-cache-ttl-hours", "168",
        "hours before a saved cache expires (0 = never; 0..876000; first-run default)"},
+      {"MATRICXON_PERSIST_WRITE_DEFER_MS", "persist-write-defer-ms", "2000",
+       "while replies run, a chat that left RAM waits this long for an idle moment before it is written "
+       "between decode steps (0..3600000)"},
+      {"MATRICXON_PERSIST_WRITE_SHARE", "persist-write-share", "10",
+       "percent of the time saving may take from running replies (1..100)"},
+      {"MATRICXON_PERSIST_WRITE_QUEUE_MB", "persist-write-queue-mb", "256",
+       "chats waiting to be written beyond this many MiB are written without waiting for their share (1..16777216)"},
+      {"MATRICXON_PERSIST_FLUSH_TIMEOUT_S", "persist-flush-timeout-s", "60",
+       "at shutdown, longest time spent writing the chats still in RAM (0..86400)"},
       {"MATRICXON_PROMPT_CACHE_DIR", "prompt-cache-dir", "./data/prompt_cache",
        "where saved caches, the key and the policy live (created with mode 0700)"},
       {"MATRICXON_CACHE_KEY", "cache-key", "generated",
@@ -159,6 +168,14 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.persist_cache_budget_mb, ParseRange(name, v, 1, int64_t{1} << 24));
     } else if (s.flag == "persist-cache-ttl-hours") {
       MX_ASSIGN_OR_RETURN(o.persist_cache_ttl_hours, ParseRange(name, v, 0, 876000));
+    } else if (s.flag == "persist-write-defer-ms") {
+      MX_ASSIGN_OR_RETURN(o.persist_write_defer_ms, ParseRange(name, v, 0, 3600000));
+    } else if (s.flag == "persist-write-share") {
+      MX_ASSIGN_OR_RETURN(o.persist_write_share_pct, ParseRange(name, v, 1, 100));
+    } else if (s.flag == "persist-write-queue-mb") {
+      MX_ASSIGN_OR_RETURN(o.persist_write_queue_mb, ParseRange(name, v, 1, int64_t{1} << 24));
+    } else if (s.flag == "persist-flush-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.persist_flush_timeout_s, ParseRange(name, v, 0, 86400));
     } else if (s.flag == "prompt-cache-dir") {
       if (v.empty()) return Status::InvalidArgument(name + " is empty: expected a folder");
       o.prompt_cache_dir = v;

@@ -44,6 +44,11 @@ struct ServerOptions {
   bool persist_prompt_cache = true;
   int64_t persist_cache_budget_mb = 4096;
   int64_t persist_cache_ttl_hours = 168;    // 0: never expire
+  // When chats that left RAM are written (docs/saved_caches.md).
+  int64_t persist_write_defer_ms = 2000;
+  int64_t persist_write_share_pct = 10;
+  int64_t persist_write_queue_mb = 256;
+  int64_t persist_flush_timeout_s = 60;
   std::string prompt_cache_dir = "./data/prompt_cache";
   std::string cache_key;                    // passphrase; empty: generated key file
   bool cluster_node = false;

@@ -46,8 +46,13 @@ std::string PolicyJson(const PersistencePolicy& policy) {
 
 Result<PersistencePolicy> LoadPolicyFile(Env* env, const std::string& dir) {
   const std::string path = JoinPath(dir, kPolicyFileName);
-  if (!env->FileExists(path)) return Status::NotFound(path + " does not exist");
-  MX_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  if (!env->FileExists(path) && env->GetLinkInfo(path).status().code() == Status::Code::kNotFound) {
+    return Status::NotFound(path + " does not exist");
+  }
+  // A regular file only (never blocking on a FIFO), not through a symbolic
+  // link (nothing in the cache folder is followed), and of a sane size.
+  MX_ASSIGN_OR_RETURN(std::string text,
+                      ReadSmallFile(env, path, {.follow_symlinks = false}, kMaxPolicyFileBytes));
   auto p = ApplyPolicyPatch(PersistencePolicy{}, text);
   if (!p.ok()) return Status::InvalidArgument(path + ": " + p.status().message());
   return p;

@@ -38,7 +38,10 @@ Result<PersistencePolicy> ApplyPolicyPatch(const PersistencePolicy& current, std
                                            std::string* field = nullptr);
 
 // The policy saved in `dir`; NotFound when there is none; InvalidArgument /
-// IOError naming the file when it cannot be read or parsed.
+// IOError naming the file when it cannot be read or parsed, or when it is
+// not a regular file (a FIFO is refused without blocking, a symbolic link
+// is not followed) or larger than kMaxPolicyFileBytes.
+inline constexpr uint64_t kMaxPolicyFileBytes = 64 << 10;
 Result<PersistencePolicy> LoadPolicyFile(Env* env, const std::string& dir);
 // Writes the policy atomically (temp, fsync, rename), mode 0600.
 Status SavePolicyFile(Env* env, const std::string& dir, const PersistencePolicy& policy);

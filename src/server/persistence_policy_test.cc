@@ -5,6 +5,9 @@
 
 #include <filesystem>
 
+#include "fifo_trap.h"
+#include "scratch_dir.h"
+
 namespace mx::server {
 namespace {
 
@@ -60,6 +63,31 @@ TEST(PersistencePolicyTest, FileRoundTrips) {
   EXPECT_NE(bad.status().message().find(kPolicyFileName), std::string::npos);
   EXPECT_NE(bad.status().message().find("budget_mb"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST(PersistencePolicyTest, PolicyFileThatIsAFifoOrSymlinkIsRefusedWithoutBlocking) {
+  testing_support::ScratchDir dir("policy");
+  const std::string path = dir.Sub(kPolicyFileName);
+  {
+    testing_support::FifoTrap fifo(path);
+    ASSERT_TRUE(fifo.ok());
+    auto p = LoadPolicyFile(Env::Default(), dir.path());
+    EXPECT_FALSE(fifo.hung()) << "reading the policy blocked on a FIFO";
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find(path + " is a FIFO"), std::string::npos)
+        << p.status().ToString();
+  }
+  std::filesystem::remove(path);
+  ASSERT_TRUE(SavePolicyFile(Env::Default(), dir.Sub("elsewhere"), {false, 12, 3}).ok());
+  std::filesystem::create_symlink(dir.Sub("elsewhere/" + std::string(kPolicyFileName)), path);
+  auto linked = LoadPolicyFile(Env::Default(), dir.path());
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(linked.status().message().find("is a symbolic link"), std::string::npos)
+      << linked.status().ToString();
+  std::filesystem::remove(dir.Sub("elsewhere/" + std::string(kPolicyFileName)));
+  EXPECT_NE(LoadPolicyFile(Env::Default(), dir.path()).status().code(), Status::Code::kNotFound)
+      << "a dangling link is not 'no policy'";
 }
 
 }  // namespace

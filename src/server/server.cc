@@ -78,6 +78,10 @@ void HttpServer::OpenSavedCaches() {
   so.ttl_us = static_cast<uint64_t>(policy.ttl_hours) * 3600 * 1000000;
   so.passphrase = o.cache_key;
   so.cluster_node = o.cluster_node;
+  so.defer_ms = static_cast<uint64_t>(o.persist_write_defer_ms);
+  so.busy_share = static_cast<double>(o.persist_write_share_pct) / 100.0;
+  so.queue_budget_bytes = static_cast<uint64_t>(o.persist_write_queue_mb) << 20;
+  so.flush_timeout_ms = static_cast<uint64_t>(o.persist_flush_timeout_s) * 1000;
   auto store = engine::SavedCacheStore::Open(ctx_.env, so);
   if (!store.ok()) {
     MX_LOG(kError) << "saved caches are off: " << store.status().ToString();
@@ -125,6 +129,8 @@ void HttpServer::Run() {
   idle_cv_.notify_all();
   if (idle_thread_.joinable()) idle_thread_.join();
   models_->Shutdown();
+  // Every model's chats are queued now; write them all before exiting.
+  if (saved_ != nullptr) saved_->DrainAll(saved_->flush_timeout_ms());
 }
 
 void HttpServer::Stop() {

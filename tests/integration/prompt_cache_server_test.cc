@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/env.h"
 #include "http_helpers.h"
 #include "server_process.h"
 
@@ -28,7 +29,12 @@ class CacheServerTest : public ::testing::Test {
     ASSERT_TRUE(server_.Start(args, {{"MATRICXON_MODELS_DIR", dir_ + "/models"}}, dir_ + "/server.log", &error))
         << error;
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  // The server goes first: it may still be publishing a saved cache
+  // (tmp -> rename) in dir_, which would race the removal.
+  void TearDown() override {
+    server_.Kill();
+    fs::remove_all(dir_);
+  }
   int port() const { return server_.port(); }
   std::string Log() const { return server_.Log(); }
 
@@ -177,6 +183,7 @@ TEST_F(CacheServerTest, TrimmedChatKeepsItsCacheThroughContextShift) {
     }
     const size_t shifts = p.Log().find("after a context shift");
     EXPECT_EQ(shifts != std::string::npos, std::string(setting) == "true") << p.Log();
+    p.Kill();
     fs::remove_all(dir);
   }
 }
@@ -216,22 +223,37 @@ TEST_F(CacheServerTest, HybridModelRestartsFromSnapshots) {
   EXPECT_NE(Log().find("from a snapshot"), std::string::npos) << Log();
 }
 
-// Every reply's `timings` (docs/http_api.md) agree with its usage and hold
-// no negative time.
-void ExpectTimingsAgreeWithUsage(const Json& reply) {
+// A POST and how long the client waited for the whole reply.
+struct TimedReply {
+  Reply reply;
+  double client_ms = 0;
+};
+TimedReply TimedPost(int port, const std::string& path, const std::string& body) {
+  const uint64_t t0 = Env::Default()->NowMicros();
+  TimedReply r;
+  r.reply = Post(port, path, body);
+  r.client_ms = static_cast<double>(Env::Default()->NowMicros() - t0) / 1000.0;
+  return r;
+}
+
+// Every reply's `timings` (docs/http_api.md) agree with its usage, and the
+// server's time for the request (queue, cache, prompt, predicted: intervals
+// it measured while the client waited) fits in the client's wait.
+void ExpectTimingsAgreeWithUsage(const Json& reply, double client_ms) {
   ASSERT_TRUE(reply.contains("timings")) << reply.dump();
   ASSERT_TRUE(reply.contains("usage")) << reply.dump();
   const Json& t = reply["timings"];
   const Json& u = reply["usage"];
   for (const char* f : {"cache_n", "prompt_n", "predicted_n"}) {
     ASSERT_TRUE(t[f].is_number_integer()) << f << " in " << t.dump();
-    EXPECT_GE(t[f].get<int64_t>(), 0) << f;
   }
   for (const char* f : {"prompt_ms", "cache_ms", "queue_ms", "predicted_ms", "prompt_per_second",
                         "predicted_per_second"}) {
     ASSERT_TRUE(t[f].is_number()) << f << " in " << t.dump();
-    EXPECT_GE(t[f].get<double>(), 0.0) << f;
   }
+  const double server_ms = t["queue_ms"].get<double>() + t["cache_ms"].get<double>() +
+                           t["prompt_ms"].get<double>() + t["predicted_ms"].get<double>();
+  EXPECT_LE(server_ms, client_ms) << t.dump();
   EXPECT_EQ(t["cache_n"], u["prompt_tokens_details"]["cached_tokens"]);
   EXPECT_EQ(t["prompt_n"].get<int64_t>() + t["cache_n"].get<int64_t>(), u["prompt_tokens"].get<int64_t>());
   EXPECT_EQ(t["predicted_n"], u["completion_tokens"]);
@@ -256,16 +278,18 @@ std::vector<Json> SseEvents(const std::string& raw) {
 TEST_F(CacheServerTest, RepliesCarryTimingsThatAgreeWithUsage) {
   Start({"--persist-prompt-cache", "false"});
   std::vector<Msg> chat = {{"system", kSystem}, {"user", "What does the cache keep?"}};
-  Reply r1 = Post(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  const TimedReply timed1 = TimedPost(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  const Reply& r1 = timed1.reply;
   ASSERT_EQ(r1.status, 200) << r1.raw;
-  ExpectTimingsAgreeWithUsage(r1.body);
+  ExpectTimingsAgreeWithUsage(r1.body, timed1.client_ms);
   EXPECT_EQ(r1.body["timings"]["cache_n"], 0);
 
   chat.push_back({"assistant", r1.body["choices"][0]["message"]["content"].get<std::string>()});
   chat.push_back({"user", "And what does the next turn read?"});
-  Reply r2 = Post(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  const TimedReply timed2 = TimedPost(port(), "/v1/chat/completions", ChatRequestBody(chat, 6).dump());
+  const Reply& r2 = timed2.reply;
   ASSERT_EQ(r2.status, 200) << r2.raw;
-  ExpectTimingsAgreeWithUsage(r2.body);
+  ExpectTimingsAgreeWithUsage(r2.body, timed2.client_ms);
   EXPECT_GT(r2.body["timings"]["cache_n"].get<int64_t>(), 0);
   EXPECT_LT(r2.body["timings"]["prompt_n"], r2.body["usage"]["prompt_tokens"]);
 
@@ -276,14 +300,15 @@ TEST_F(CacheServerTest, RepliesCarryTimingsThatAgreeWithUsage) {
     Json body = ChatRequestBody(chat, 4);
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", include_usage}};
-    Reply s = Post(port(), "/v1/chat/completions", body.dump());
+    const TimedReply timed = TimedPost(port(), "/v1/chat/completions", body.dump());
+    const Reply& s = timed.reply;
     ASSERT_EQ(s.status, 200) << s.raw;
     std::vector<Json> events = SseEvents(s.raw);
     ASSERT_GE(events.size(), 2u) << s.raw;
     for (size_t i = 0; i + 1 < events.size(); ++i) EXPECT_FALSE(events[i].contains("timings")) << i;
     Json last = events.back();
     if (include_usage) {
-      ExpectTimingsAgreeWithUsage(last);
+      ExpectTimingsAgreeWithUsage(last, timed.client_ms);
     } else {
       EXPECT_FALSE(last["choices"][0]["finish_reason"].is_null()) << last.dump();
       ASSERT_TRUE(last.contains("timings")) << last.dump();
@@ -293,11 +318,12 @@ TEST_F(CacheServerTest, RepliesCarryTimingsThatAgreeWithUsage) {
   }
 
   // Text completions too.
-  Reply text = Post(port(), "/v1/completions",
+  const TimedReply timed_text = TimedPost(port(), "/v1/completions",
                     Json{{"model", "tiny"}, {"prompt", "The cache keeps"}, {"max_tokens", 3}, {"temperature", 0}}
                         .dump());
+  const Reply& text = timed_text.reply;
   ASSERT_EQ(text.status, 200) << text.raw;
-  ExpectTimingsAgreeWithUsage(text.body);
+  ExpectTimingsAgreeWithUsage(text.body, timed_text.client_ms);
 }
 
 // `matricxon bench chat` records each reply's timings in its CSV.
@@ -328,7 +354,13 @@ TEST_F(CacheServerTest, BenchChatRecordsTimings) {
     ASSERT_EQ(f.size(), cols.size()) << line;
     ++rows;
     EXPECT_GT(std::stod(f[col("prompt_ms")]), 0.0) << line;
-    EXPECT_GE(std::stod(f[col("cache_ms")]), 0.0) << line;
+    // The server reported its cache time (the column is empty otherwise), and
+    // its cache and prompt time lie inside the client's wait for the reply
+    // (the CSV keeps 6 significant digits).
+    ASSERT_FALSE(f[col("cache_ms")].empty()) << line;
+    EXPECT_LE(std::stod(f[col("cache_ms")]) + std::stod(f[col("prompt_ms")]),
+              std::stod(f[col("total_ms")]) * 1.00001)
+        << line;
     EXPECT_EQ(std::stoll(f[col("prompt_n")]) + std::stoll(f[col("cached_tokens")]),
               std::stoll(f[col("prompt_tokens")]))
         << line;
@@ -355,11 +387,38 @@ TEST_F(CacheServerTest, BadCacheSettingStopsStartup) {
   EXPECT_NE(error.find("MATRICXON_PROMPT_CACHE_SLOTS"), std::string::npos) << error;
 }
 
+// A greedy chat turn with each reply token's piece and log-probability.
+struct TokenTurn {
+  Turn turn;
+  Json tokens;  // choices[0].logprobs.content: [{token, logprob, bytes, top_logprobs}]
+};
+TokenTurn ChatTokens(int port, const std::vector<Msg>& msgs, int max_tokens, bool cache) {
+  Json body = ChatRequestBody(msgs, max_tokens, cache);
+  body["logprobs"] = true;
+  Reply r = Post(port, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  if (r.status != 200) return {};
+  return {{r.body["choices"][0]["message"]["content"].get<std::string>(),
+           r.body["usage"]["prompt_tokens"].get<int64_t>(),
+           r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()},
+          r.body["choices"][0]["logprobs"]["content"]};
+}
+
 // Random multi-turn chats from two concurrent users, with limits small enough
-// to force copies and evictions: every cached reply equals the reply read
-// from scratch (cache_prompt: false), token for token.
+// to force copies, evictions and saved caches: every cached reply equals the
+// reply read from scratch (cache_prompt: false), token for token and to the
+// bit of each token's log-probability.
+//
+// Context shift is off here: it is approximate by design (kept rows were
+// computed while seeing the dropped ones; prompt_cache_test bounds it), and
+// these chats share a system prompt and an eight-word vocabulary, so a new
+// chat whose first message equals a later message of another cached chat
+// reads, token for token, like that chat trimmed by its client; with shift
+// on, such a reply (and the rest of that chat) then differs from a re-read.
+// Which entries the pool holds when that happens depends on how the two
+// users' turns interleave, so with shift on the test failed only sometimes.
 TEST_F(CacheServerTest, RandomChatsNeverChangeAReply) {
-  Start({"--prompt-cache-slots", "3", "--parallel", "2"});
+  Start({"--prompt-cache-slots", "3", "--parallel", "2", "--prompt-cache-context-shift", "false"});
   std::mt19937 rng(7);
   const std::vector<std::string> words = {"cache", "turn", "token", "model", "chat", "state", "reply", "notes"};
   auto sentence = [&] {
@@ -368,7 +427,7 @@ TEST_F(CacheServerTest, RandomChatsNeverChangeAReply) {
     return s;
   };
   std::vector<std::vector<Msg>> chats;
-  int reused = 0;
+  int reused = 0, tokens_compared = 0;
   for (int round = 0; round < 8; ++round) {
     std::vector<std::vector<Msg>> prompts;
     for (int u = 0; u < 2; ++u) {
@@ -381,20 +440,28 @@ TEST_F(CacheServerTest, RandomChatsNeverChangeAReply) {
         prompts.push_back(c);
       }
     }
-    std::vector<Turn> cached(2);
-    std::thread other([&] { cached[1] = Chat(port(), prompts[1], 6); });
-    cached[0] = Chat(port(), prompts[0], 6);
+    std::vector<TokenTurn> cached(2);
+    std::thread other([&] { cached[1] = ChatTokens(port(), prompts[1], 6, /*cache=*/true); });
+    cached[0] = ChatTokens(port(), prompts[0], 6, /*cache=*/true);
     other.join();
     for (int u = 0; u < 2; ++u) {
-      Turn fresh = Chat(port(), prompts[u], 6, /*cache=*/false);
-      ASSERT_EQ(cached[u].text, fresh.text) << "round " << round << " user " << u;
-      reused += cached[u].cached > 0;
+      const TokenTurn fresh = ChatTokens(port(), prompts[u], 6, /*cache=*/false);
+      ASSERT_TRUE(fresh.tokens.is_array() && !fresh.tokens.empty()) << fresh.tokens.dump();
+      ASSERT_EQ(cached[u].tokens, fresh.tokens)
+          << "round " << round << " user " << u << ": reused " << cached[u].turn.cached << " of "
+          << cached[u].turn.prompt_tokens << " prompt tokens\n"
+          << Log();
+      EXPECT_EQ(cached[u].turn.text, fresh.turn.text);
+      reused += cached[u].turn.cached > 0;
+      tokens_compared += static_cast<int>(fresh.tokens.size());
     }
     for (auto& c : chats) {
       if (c.back().role == "user") c.push_back({"assistant", "ok"});
     }
   }
   EXPECT_GT(reused, 6);
+  EXPECT_GT(tokens_compared, 16);
+  EXPECT_EQ(Log().find("context shift"), std::string::npos) << Log();
 }
 
 }  // namespace

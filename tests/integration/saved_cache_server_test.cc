@@ -194,6 +194,8 @@ TEST_F(SavedCacheServerTest, UnloadSavesTheModelsChats) {
   EXPECT_EQ(Persistence()["files"], 0);  // still in RAM
   Reply r = Post(port(), "/api/models/tiny/unload", "{}");
   ASSERT_EQ(r.status, 200) << r.raw;
+  // The unload queued the chat; the idle server writes it right away.
+  WaitForFiles(1);
   EXPECT_EQ(Persistence()["files"], 1);
   chat.push_back({"assistant", t1.text});
   chat.push_back({"user", "after it"});

@@ -21,10 +21,15 @@ inline std::string BinaryPath() { return std::string(MATRICXON_BINARY_DIR) + "/m
 
 class ServerProcess {
  public:
-  ~ServerProcess() {
+  ~ServerProcess() { Kill(); }
+
+  // Kills the server (if one runs) and waits until it is gone, so that
+  // nothing writes to its folders afterwards (a test removes them next).
+  void Kill() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
   }
 
@@ -74,8 +79,10 @@ class ServerProcess {
     return false;
   }
 
-  // Sends `sig` and waits; returns the raw wait status.
+  // Sends `sig` and waits; returns the raw wait status (-1 when no server
+  // runs: kill(-1, ...) would signal every process of the user).
   int StopWith(int sig) {
+    if (pid_ <= 0) return -1;
     kill(pid_, sig);
     int status = 0;
     waitpid(pid_, &status, 0);

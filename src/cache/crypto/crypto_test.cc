@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -222,6 +223,58 @@ TEST(KeyStoreTest, KeyFileReadableByOthersIsRefused) {
   EXPECT_EQ(ks.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(ks.status().message().find(path), std::string::npos) << ks.status().ToString();
   EXPECT_NE(ks.status().message().find("0644"), std::string::npos) << ks.status().ToString();
+}
+
+// Tests run as root here; 12345 stands for any other user.
+constexpr uid_t kOtherUid = 12345;
+
+TEST(KeyStoreTest, KeyFileOwnedByAnotherUserIsRefused) {
+  ScratchDir dir("ks");
+  ASSERT_TRUE(KeyStore::Open(Env::Default(), dir.path(), {}).ok());
+  const std::string path = dir.Sub(kKeyFileName);
+  ASSERT_EQ(::chown(path.c_str(), kOtherUid, static_cast<gid_t>(-1)), 0);
+  auto ks = KeyStore::Open(Env::Default(), dir.path(), {});
+  ASSERT_FALSE(ks.ok());
+  EXPECT_EQ(ks.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(ks.status().message().find(path + " is owned by uid 12345"), std::string::npos)
+      << ks.status().ToString();
+}
+
+TEST(KeyStoreTest, KeyFileThatIsASymlinkIsNotFollowed) {
+  ScratchDir dir("ks");
+  ScratchDir elsewhere("ks_other");
+  ASSERT_TRUE(KeyStore::Open(Env::Default(), elsewhere.path(), {}).ok());
+  std::filesystem::create_symlink(elsewhere.Sub(kKeyFileName), dir.Sub(kKeyFileName));
+  auto ks = KeyStore::Open(Env::Default(), dir.path(), {});
+  ASSERT_FALSE(ks.ok());
+  EXPECT_NE(ks.status().message().find("is a symbolic link"), std::string::npos)
+      << ks.status().ToString();
+}
+
+TEST(KeyStoreTest, CacheFolderOpenToOthersIsChangedTo0700) {
+  ScratchDir dir("ks");
+  const std::string cache = dir.Sub("cache");
+  std::filesystem::create_directories(cache);
+  ASSERT_EQ(::chmod(cache.c_str(), 0777), 0);
+  auto ks = KeyStore::Open(Env::Default(), cache, {});
+  ASSERT_TRUE(ks.ok()) << ks.status().ToString();
+  EXPECT_EQ(ModeOf(cache), 0700u);
+}
+
+TEST(KeyStoreTest, CacheFolderOwnedByAnotherUserIsRefused) {
+  ScratchDir dir("ks");
+  const std::string cache = dir.Sub("cache");
+  std::filesystem::create_directories(cache);
+  ASSERT_EQ(::chmod(cache.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(cache.c_str(), kOtherUid, static_cast<gid_t>(-1)), 0);
+  auto ks = KeyStore::Open(Env::Default(), cache, {});
+  ASSERT_FALSE(ks.ok());
+  EXPECT_EQ(ks.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(ks.status().message().find("saved-cache folder " + cache + " is owned by uid 12345"),
+            std::string::npos)
+      << ks.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(cache + "/" + kKeyFileName));
+  EXPECT_EQ(ModeOf(cache), 0777u);  // refused, not changed
 }
 
 TEST(KeyStoreTest, KeyFileOfWrongSizeIsCorruption) {

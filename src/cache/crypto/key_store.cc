@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/logging.h"
+
 namespace mx::cache {
 namespace {
 
@@ -20,13 +22,25 @@ std::string ModeString(uint32_t mode) {
 Result<SecretKey> ReadKeyFile(Env* env, const std::string& path, const FileInfo& info,
                               bool* retry) {
   *retry = false;
-  if (!info.is_regular) return Status::InvalidArgument("key file " + path + " is not a regular file");
+  if (!info.is_regular) {
+    return Status::InvalidArgument("key file " + path + " is " + FileTypeName(info.type) +
+                                   ", not a regular file; refused");
+  }
+  if (info.owner_uid != env->EffectiveUid()) {
+    return Status::InvalidArgument("key file " + path + " is owned by uid " +
+                                   std::to_string(info.owner_uid) + ", not by this user (uid " +
+                                   std::to_string(env->EffectiveUid()) +
+                                   "); refused: anyone could have put their own key there");
+  }
   if ((info.mode & 077) != 0) {
     return Status::InvalidArgument("key file " + path + " has mode " + ModeString(info.mode) +
                                    ": it must not be readable by group or others (chmod 600 " +
                                    path + ")");
   }
-  MX_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
+  // Not following a symbolic link: one swapped in after the check above is
+  // refused here too.
+  MX_ASSIGN_OR_RETURN(std::string bytes,
+                      ReadSmallFile(env, path, {.follow_symlinks = false}, 64 * kKeyBytes));
   if (bytes.size() != kKeyBytes) {
     *retry = bytes.size() < kKeyBytes;
     size_t n = bytes.size();
@@ -67,6 +81,29 @@ Result<SecretKey> CreateKeyFile(Env* env, const std::string& dir, const std::str
 
 }  // namespace
 
+Status PrepareCacheFolder(Env* env, const std::string& dir) {
+  MX_RETURN_IF_ERROR(env->CreateDirs(dir, 0700));
+  MX_ASSIGN_OR_RETURN(FileInfo info, env->GetFileInfo(dir));
+  if (!info.is_dir) return Status::IOError("saved-cache folder " + dir + " is not a folder");
+  const uint32_t uid = env->EffectiveUid();
+  if (info.owner_uid != uid) {
+    return Status::InvalidArgument(
+        "saved-cache folder " + dir + " is owned by uid " + std::to_string(info.owner_uid) +
+        ", not by this user (uid " + std::to_string(uid) +
+        "): its owner could swap in their own key or files, so saved caches are refused there "
+        "(chown it to this user or choose another MATRICXON_PROMPT_CACHE_DIR)");
+  }
+  if ((info.mode & 077) != 0) {
+    if (Status st = env->ChangeMode(dir, 0700); !st.ok()) {
+      return st.WithContext("saved-cache folder " + dir + " has mode " + ModeString(info.mode) +
+                            " (open to group or others) and cannot be changed to 0700");
+    }
+    MX_LOG(kWarn) << "saved caches: folder " << dir << " had mode " << ModeString(info.mode)
+                  << " (open to group or others); changed it to 0700";
+  }
+  return Status::Ok();
+}
+
 const char* KeySourceName(KeySource source) {
   switch (source) {
     case KeySource::kNone: return "none";
@@ -98,12 +135,12 @@ Result<KeyStore> KeyStore::Open(Env* env, const std::string& dir, const KeyStore
     return off;
   }
 
-  MX_RETURN_IF_ERROR(env->CreateDirs(dir, 0700));
+  MX_RETURN_IF_ERROR(PrepareCacheFolder(env, dir));
   const std::string path = JoinPath(dir, kKeyFileName);
   // A few rounds cover a race with another process creating the same file.
   Status last;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    Result<FileInfo> info = env->GetFileInfo(path);
+    Result<FileInfo> info = env->GetLinkInfo(path);  // a symbolic link is refused, not followed
     if (info.ok()) {
       bool retry = false;
       Result<SecretKey> key = ReadKeyFile(env, path, info.value(), &retry);

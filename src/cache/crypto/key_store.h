@@ -7,7 +7,10 @@
 //
 // The key file holds exactly 32 random bytes, mode 0600, created exclusively
 // (O_EXCL) in the cache folder; an existing file whose mode grants anything
-// to group or others is refused with an error naming the file and its mode.
+// to group or others, that another user owns, or that is not a regular file
+// (a symbolic link is not followed) is refused with an error naming the file
+// and what is wrong. The folder itself is checked first (PrepareCacheFolder):
+// whoever can write it could swap in their own key.
 // A passphrase always wins over an existing key file (files sealed under the
 // file's key are then deleted by the next StartupCheck, SPEC §6).
 // A cluster node never creates a key file. Settings come in as options: this
@@ -26,6 +29,17 @@ namespace mx::cache {
 
 inline constexpr char kKeyFileName[] = "prompt_cache.key";
 
+// Creates the saved-cache folder `dir` (mode 0700) or checks the one there,
+// so that nobody but this process's user can put files into it:
+//   - not a folder -> IOError;
+//   - owned by another user -> InvalidArgument naming the folder, its owner
+//     and ours (saved caches are refused there; nothing is changed);
+//   - owned by us but open to group or others (e.g. 0777, 0755) -> chmod
+//     0700, with a warning log line saying so (an error when chmod fails).
+// `dir` itself may be a symbolic link to a folder (what it points to is
+// checked). Thread-safe.
+Status PrepareCacheFolder(Env* env, const std::string& dir);
+
 enum class KeySource { kNone, kGenerated, kPassphrase, kCluster };
 // "none" | "generated" | "passphrase" | "cluster" (the /api/cache/persistence words).
 const char* KeySourceName(KeySource source);
@@ -37,9 +51,10 @@ struct KeyStoreOptions {
 
 class KeyStore {
  public:
-  // Finds or makes the key for the cache folder `dir` (created with mode
-  // 0700 when a key file must be written). Errors: the key file is readable
-  // by group/others (InvalidArgument naming file and mode), has the wrong
+  // Finds or makes the key for the cache folder `dir` (PrepareCacheFolder
+  // when a key file is used). Errors: the folder's (PrepareCacheFolder); the
+  // key file is readable by group/others, owned by another user or not a
+  // regular file (InvalidArgument naming file and the reason), has the wrong
   // size (Corruption), cannot be read or created (IOError/NotFound/...).
   // A cluster node without a passphrase is not an error: the result is
   // !enabled() with disabled_reason() set.

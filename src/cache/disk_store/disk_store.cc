@@ -29,6 +29,11 @@ std::string StartupReport::ToString() const {
                   std::to_string(removed_temporaries) + " stale temporaries (" +
                   MiB(removed_bytes) + ")";
   if (ignored > 0) s += "; " + std::to_string(ignored) + " unknown files left alone";
+  if (not_regular > 0) {
+    s += "; " + std::to_string(not_regular) +
+         " entries named like saved caches that are not regular files (symlink, FIFO, folder, ...) "
+         "left alone";
+  }
   if (errors > 0) s += "; " + std::to_string(errors) + " files could not be checked";
   return s;
 }
@@ -56,7 +61,7 @@ Result<std::unique_ptr<DiskStore>> DiskStore::Open(Env* env, const std::string& 
                                    std::to_string(kMaxChunkBytes) + "]");
   }
   if (dir.empty()) return Status::InvalidArgument("empty saved-cache folder path");
-  MX_RETURN_IF_ERROR(env->CreateDirs(dir, 0700));
+  MX_RETURN_IF_ERROR(PrepareCacheFolder(env, dir));
   return std::unique_ptr<DiskStore>(new DiskStore(env, dir, key, options));
 }
 
@@ -70,7 +75,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
 
 Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                                        std::span<const std::span<const uint8_t>> payload_parts,
-                                       ThreadPool* pool) {
+                                       ThreadPool* pool, SavePacer* pacer) {
   uint64_t payload_bytes = 0;
   for (const auto& p : payload_parts) payload_bytes += p.size();
   const size_t fp_len = meta.model.model_fingerprint.size();
@@ -95,15 +100,29 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   FileId raw_id;
   MX_RETURN_IF_ERROR(env_->RandomBytes(raw_id.data(), raw_id.size()));
   const std::string id = ToHex(raw_id);
+  uint64_t purges_before = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     writing_.insert(id);
+    purges_before = purges_;
   }
   uint64_t written_bytes = 0;
-  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, &written_bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, pacer, &written_bytes);
+  // The last use lives in the file's modification time (read back by
+  // StartupCheck); best effort, the record holds it too.
+  if (st.ok()) env_->SetModifiedTime(PathOf(CacheFileName(id)), m.last_used_us);
+  std::unique_lock<std::mutex> lock(mu_);
   writing_.erase(id);
   if (!st.ok()) return st;
+  if (purges_ != purges_before || purging_ > 0) {
+    // A Purge ran while this file was written (it skips files being
+    // written): the file must not outlive it.
+    lock.unlock();
+    env_->RemoveFile(PathOf(CacheFileName(id)));
+    return Status::NotFound("saved cache " + id +
+                            ": every saved cache was deleted while it was being written; "
+                            "not kept");
+  }
   Entry entry;
   entry.info.id = id;
   entry.info.model = m.model;
@@ -268,14 +287,18 @@ Result<LoadedEntry> DiskStore::LoadWith(const std::string& id, const ModelBindin
   }
   LoadedEntry out;
   const uint64_t now = env_->WallMicros();
+  uint64_t last_used = now;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(id);
     if (it != index_.end()) {
       it->second.info.last_used_us = std::max(it->second.info.last_used_us, now);
+      last_used = it->second.info.last_used_us;
       out.info = it->second.info;
     }
   }
+  // Persist the use (LRU order after a restart); a failure only costs order.
+  if (!out.info.id.empty()) env_->SetModifiedTime(PathOf(CacheFileName(id)), last_used);
   if (out.info.id.empty()) {  // removed meanwhile; the bytes are still good
     out.info.id = id;
     out.info.model = model;
@@ -321,6 +344,19 @@ Status DiskStore::Remove(const std::string& id) {
 }
 
 Result<RemovalStats> DiskStore::Purge() {
+  {
+    // Saves that overlap this call delete their own files when they end.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++purges_;
+    ++purging_;
+  }
+  struct Done {
+    DiskStore* store;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(store->mu_);
+      --store->purging_;
+    }
+  } done{this};
   MX_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(dir_));
   RemovalStats stats;
   Status first;
@@ -334,7 +370,8 @@ Result<RemovalStats> DiskStore::Purge() {
       index_.erase(id);
     }
     const std::string path = PathOf(name);
-    auto info = env_->GetFileInfo(path);
+    auto info = env_->GetLinkInfo(path);
+    if (info.ok() && !info->is_regular) continue;  // not the store's: left alone
     Status st = env_->RemoveFile(path);
     if (st.ok()) {
       if (kind == FileNameKind::kCache) ++stats.files;
@@ -344,6 +381,25 @@ Result<RemovalStats> DiskStore::Purge() {
     }
   }
   if (!first.ok()) return first;
+  return stats;
+}
+
+Result<RemovalStats> DiskStore::RemoveSavedFiles(Env* env, const std::string& dir) {
+  MX_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  RemovalStats stats;
+  for (const std::string& name : names) {
+    std::string id;
+    const FileNameKind kind = ClassifyFileName(name, &id);
+    if (kind == FileNameKind::kOther) continue;
+    const std::string path = JoinPath(dir, name);
+    auto info = env->GetLinkInfo(path);
+    if (!info.ok() || !info->is_regular) continue;
+    if (env->RemoveFile(path).ok()) {
+      if (kind == FileNameKind::kCache) ++stats.files;
+      stats.bytes += info->size_bytes;
+    }
+  }
+  if (stats.files > 0) env->SyncDir(dir);
   return stats;
 }
 
@@ -402,6 +458,19 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       if (name != kKeyFileName && name != kPolicyFileName) ++report.ignored;
       continue;
     }
+    // Never opened unless it is a regular file itself (not a symbolic link:
+    // opening a FIFO would block, a link could point anywhere).
+    auto link = env_->GetLinkInfo(path);
+    if (!link.ok()) {
+      if (link.status().code() != Status::Code::kNotFound) ++report.errors;
+      continue;
+    }
+    if (!link->is_regular) {
+      MX_LOG(kWarn) << "saved caches: " << path << " is " << FileTypeName(link->type)
+                    << ", not a regular file; left alone";
+      ++report.not_regular;
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (writing_.count(id) > 0) continue;
@@ -413,10 +482,9 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       }
     }
     if (kind == FileNameKind::kTemp) {
-      auto info = env_->GetFileInfo(path);
       if (env_->RemoveFile(path).ok()) {
         ++report.removed_temporaries;
-        if (info.ok()) report.removed_bytes += info.value().size_bytes;
+        report.removed_bytes += link->size_bytes;
       } else {
         ++report.errors;
       }
@@ -434,7 +502,8 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       e.info.file_bytes = o.file_bytes;
       e.info.payload_bytes = o.plaintext_bytes - o.payload_offset;
       e.info.created_us = o.meta.created_us;
-      e.info.last_used_us = o.meta.last_used_us;
+      // Load and Save keep the last use as the file's modification time.
+      e.info.last_used_us = std::max(o.meta.last_used_us, link->mtime_micros);
       e.tokens = std::move(o.tokens);
       ++report.files_ok;
       report.bytes_ok += o.file_bytes;
@@ -448,13 +517,12 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       ++report.errors;
       continue;
     }
-    auto info = env_->GetFileInfo(path);
     MX_LOG(kInfo) << "saved caches: deleting " << opened.status().ToString();
     if (!env_->RemoveFile(path).ok()) {
       ++report.errors;
       continue;
     }
-    if (info.ok()) report.removed_bytes += info.value().size_bytes;
+    report.removed_bytes += link->size_bytes;
     if (problem == Problem::kOtherKey) {
       ++report.removed_other_key;
     } else if (problem == Problem::kUnsupported) {

@@ -5,7 +5,12 @@
 // Only files this process wrote or that passed StartupCheck() are in the
 // index, and only indexed files are listed, matched or loaded; Load()
 // re-checks every chunk's tag anyway. Files that fail a check are deleted.
-// All I/O goes through the Env.
+// Only names the store makes (ClassifyFileName: 32 hex digits + .mxpc or
+// .mxpc.tmp) are ever opened or deleted, and only when they are regular
+// files: a symbolic link, FIFO, socket or folder with such a name is never
+// opened nor followed (and left alone). The last use of a file is kept as its
+// modification time, so LRU order survives a restart. All I/O goes through
+// the Env.
 //
 // Thread-safety: every method may be called from any thread. The index is
 // guarded by one mutex, held only for bookkeeping, never across file I/O or
@@ -59,6 +64,19 @@ struct SavedEntryInfo {
   uint64_t last_used_us = 0;
 };
 
+// Paces a Save (the server's save scheduling, docs/saved_caches.md): Save
+// calls BeginSlice() before sealing and writing each batch of chunks and
+// EndSlice() after it; the file's fsync and rename run outside slices. A
+// slice's batch is as many chunks as the returned pool has threads (one on
+// the calling thread when it returns null). An error from BeginSlice
+// abandons the save: its temporary is removed and Save returns that error.
+class SavePacer {
+ public:
+  virtual ~SavePacer() = default;
+  virtual Result<ThreadPool*> BeginSlice() = 0;
+  virtual void EndSlice() = 0;
+};
+
 struct SaveMeta {
   ModelBinding model;
   uint64_t created_us = 0;    // 0: now
@@ -110,6 +128,7 @@ struct StartupReport {
   size_t removed_temporaries = 0;  // *.mxpc.tmp left by a crash
   uint64_t removed_bytes = 0;
   size_t ignored = 0;              // names that are not the store's (left alone)
+  size_t not_regular = 0;          // store names that are not regular files (left alone)
   size_t errors = 0;               // files that could not be read or removed (kept, not indexed)
   // "12 saved caches ok (1.1 GB); removed 2 damaged, 0 from another key, ..."
   std::string ToString() const;
@@ -126,30 +145,36 @@ using PayloadPlacer = std::function<Result<std::vector<std::span<uint8_t>>>(cons
 
 class DiskStore {
  public:
-  // Opens (creating with mode 0700) the cache folder `dir`. Nothing is read
-  // yet: call StartupCheck() (now or in the background) to index the files
-  // already there. InvalidArgument when `key` is not enabled() (its reason
-  // is in the message) or the options are out of range; IOError etc. when
-  // the folder cannot be created. `env` must outlive the store.
+  // Opens (creating with mode 0700) the cache folder `dir`; an existing one
+  // is checked by PrepareCacheFolder (another owner refused, group/other
+  // access removed). Nothing is read yet: call StartupCheck() (now or in the
+  // background) to index the files already there. InvalidArgument when `key`
+  // is not enabled() (its reason is in the message), the options are out of
+  // range or the folder belongs to another user; IOError etc. when the
+  // folder cannot be created. `env` must outlive the store.
   static Result<std::unique_ptr<DiskStore>> Open(Env* env, const std::string& dir,
                                                  const KeyStore& key,
                                                  const DiskStoreOptions& options);
   ~DiskStore();
 
   // Seals tokens + payload into a new file (temp -> fsync -> rename -> fsync
-  // folder) and indexes it. Errors: InvalidArgument (empty or over-long
-  // model fingerprint), ResourceExhausted (disk full, or the file alone is
-  // larger than the budget), IOError; on error no new file is left (no
-  // temporary, no half file) and older files are untouched. Does not evict:
-  // call EnforceLimits afterwards.
+  // folder) and indexes it; the file's modification time is its last use.
+  // Errors: InvalidArgument (empty or over-long model fingerprint),
+  // ResourceExhausted (disk full, or the file alone is larger than the
+  // budget), IOError, NotFound (a Purge ran while the file was written: the
+  // new file is deleted too); on error no new file is left (no temporary,
+  // no half file) and older files are untouched. Does not evict: call
+  // EnforceLimits afterwards.
   Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::string_view payload, ThreadPool* pool = nullptr);
   // The same for a payload given as several buffers (their concatenation),
   // e.g. a state's own memory: sealed chunk by chunk straight from them,
-  // without a copy. The buffers must stay unchanged during the call.
+  // without a copy. The buffers must stay unchanged during the call. With a
+  // `pacer`, the chunks are sealed in the slices it grants (and on the pools
+  // it names; `pool` is then unused).
   Result<SavedEntryInfo> Save(const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::span<const std::span<const uint8_t>> payload_parts,
-                              ThreadPool* pool = nullptr);
+                              ThreadPool* pool = nullptr, SavePacer* pacer = nullptr);
 
   // Verified entries, most recently used first.
   std::vector<SavedEntryInfo> List() const;
@@ -165,7 +190,8 @@ class DiskStore {
   ShiftMatch FindShift(const ModelBinding& model, std::span<const int32_t> tokens, int64_t min_kept) const;
 
   // Reads `id`, opens every chunk (in parallel on `pool` when given) and
-  // returns tokens + payload; marks the entry used now. NotFound when `id`
+  // returns tokens + payload; marks the entry used now (in the index and as
+  // the file's modification time, best effort). NotFound when `id`
   // is not indexed; InvalidArgument when it belongs to another model;
   // Corruption when a check fails (the file is then deleted and unindexed).
   Result<LoadedEntry> Load(const std::string& id, const ModelBinding& model,
@@ -185,8 +211,15 @@ class DiskStore {
 
   // Deletes one saved file. NotFound when it neither is indexed nor exists.
   Status Remove(const std::string& id);
-  // Deletes every saved file and temporary (not the key or the policy file).
+  // Deletes every saved file and temporary (not the key or the policy file,
+  // nor any name the store does not make). A Save writing meanwhile deletes
+  // its own file when it ends, so nothing written before the Purge returned
+  // survives it.
   Result<RemovalStats> Purge();
+  // The same without a store (no key needed): deletes the regular files of
+  // `dir` named like saved caches or their temporaries. Errors: the folder
+  // cannot be listed; files that cannot be removed are skipped.
+  static Result<RemovalStats> RemoveSavedFiles(Env* env, const std::string& dir);
   // Deletes expired files and, over budget, the least recently used
   // (PlanDiskEviction). `now_us`: wall clock, µs since the epoch.
   Result<RemovalStats> EnforceLimits(uint64_t now_us);
@@ -194,9 +227,12 @@ class DiskStore {
   void SetLimits(const DiskLimits& limits);
   DiskLimits limits() const;
 
-  // Checks every *.mxpc not yet indexed (all chunks), deletes failures and
-  // stale temporaries, indexes the rest. Safe to run while the store serves
-  // other calls; files being written by Save are never touched.
+  // Checks every <id>.mxpc not yet indexed (all chunks), deletes failures
+  // and stale temporaries, indexes the rest; a file's last use is the later
+  // of its record's and its modification time. Entries with the store's
+  // names that are not regular files are counted (not_regular), logged and
+  // left alone, never opened. Safe to run while the store serves other
+  // calls; files being written by Save are never touched.
   StartupReport StartupCheck(ThreadPool* pool = nullptr);
   // True once a StartupCheck has finished.
   bool checked() const;
@@ -239,7 +275,7 @@ class DiskStore {
                                const PlaintextPlacer& place);
   Status WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
                      std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
-                     ThreadPool* pool, uint64_t* file_bytes);
+                     ThreadPool* pool, SavePacer* pacer, uint64_t* file_bytes);
 
   Env* const env_;
   const std::string dir_;
@@ -251,6 +287,8 @@ class DiskStore {
   DiskLimits limits_;                    // guarded by mu_
   std::map<std::string, Entry> index_;   // guarded by mu_; verified files only
   std::set<std::string> writing_;        // guarded by mu_; ids whose temp file is being written
+  uint64_t purges_ = 0;                  // guarded by mu_; Purge calls begun so far
+  int purging_ = 0;                      // guarded by mu_; Purge calls under way
   bool checked_ = false;                 // guarded by mu_
 };
 

@@ -80,7 +80,8 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   if (!ParseFileId(id, &file_id)) return Status::InvalidArgument(ctx + ": not a saved-cache id");
   // Positional reads, not a memory map: a file cut short while it is read
   // must give an error, never a SIGBUS.
-  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)));
+  // Never a symbolic link; never blocking on a FIFO (the Env refuses both).
+  auto file_or = env_->NewRandomAccessFile(PathOf(CacheFileName(id)), {.follow_symlinks = false});
   if (!file_or.ok()) {
     *problem = file_or.status().code() == Status::Code::kNotFound ? Problem::kMissing : Problem::kIo;
     return file_or.status();
@@ -140,16 +141,23 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
                               " bytes, the plaintext " + std::to_string(layout.plaintext_bytes));
     }
   }
-  const uint64_t batch = place != nullptr ? layout.n_chunks : static_cast<uint64_t>(n_threads);
+  // Nothing in the header is trusted before a tag covers it (every chunk's
+  // associated data holds the whole header): a check opens chunk 0 alone
+  // first, and its buffers hold at most what the file's size allows (a
+  // forged chunk size of 256 MiB on a small file allocates a small slot).
+  const uint64_t batch =
+      place != nullptr ? layout.n_chunks
+                       : std::min<uint64_t>(static_cast<uint64_t>(n_threads), layout.n_chunks);
+  const uint64_t slot_bytes = std::min<uint64_t>(chunk, layout.plaintext_bytes);
   std::unique_ptr<uint8_t[]> slots;
-  if (place == nullptr) slots = std::make_unique_for_overwrite<uint8_t[]>(batch * chunk);
+  if (place == nullptr) slots = std::make_unique_for_overwrite<uint8_t[]>(batch * slot_bytes);
   std::vector<uint8_t> meta_bytes;  // check: the plaintext's first bytes
   std::optional<uint64_t> meta_need;
   std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
   std::vector<Status> statuses(static_cast<size_t>(batch));
   std::vector<uint8_t> io_failed(static_cast<size_t>(batch));  // not vector<bool>: written by several threads
-  for (uint64_t first = 0; first < layout.n_chunks; first += batch) {
-    const uint64_t n = std::min(batch, layout.n_chunks - first);
+  for (uint64_t first = 0, n = 0; first < layout.n_chunks; first += n) {
+    n = std::min(first == 0 && place == nullptr ? uint64_t{1} : batch, layout.n_chunks - first);
     std::fill(io_failed.begin(), io_failed.end(), 0);
     ForEach(pool, static_cast<int64_t>(n), [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
@@ -183,7 +191,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       if (place != nullptr) {
         dest.ForRange(index * chunk, plain_n, read_open);
       } else {
-        read_open(slots.get() + static_cast<uint64_t>(k) * chunk, plain_n);
+        read_open(slots.get() + static_cast<uint64_t>(k) * slot_bytes, plain_n);
       }
       if (!status.ok()) return;
       uint8_t tag[kTagBytes];
@@ -213,7 +221,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
       if (meta_need && meta_bytes.size() >= *meta_need) break;
       const uint64_t index = first + k;
       const uint64_t plain_n = index + 1 == layout.n_chunks ? layout.last_chunk_bytes : chunk;
-      const uint8_t* p = slots.get() + k * chunk;
+      const uint8_t* p = slots.get() + k * slot_bytes;
       meta_bytes.insert(meta_bytes.end(), p, p + plain_n);
       meta_need = MetadataBytes(meta_bytes);
     }
@@ -230,7 +238,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
 
 Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
                               std::span<const std::span<const uint8_t>> payload, uint64_t payload_bytes,
-                              ThreadPool* pool, uint64_t* file_bytes) {
+                              ThreadPool* pool, SavePacer* pacer, uint64_t* file_bytes) {
   FileId file_id;
   ParseFileId(id, &file_id);
   DiskHeader header;
@@ -262,20 +270,39 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
   const std::string final_path = PathOf(CacheFileName(id));
   MX_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                       env_->NewWritableFile(temp, 0600, /*exclusive=*/true));
-  Status st = file->Append(
-      std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
+  Status st;
+  bool header_written = false;  // in the first slice, with the first chunks
 
   // Seal a batch of chunks (in parallel) into buffers reused from batch to
-  // batch, then append them in order.
-  const int n_threads = Threads(pool);
-  const int64_t batch = n_threads;
-  std::unique_ptr<uint8_t[]> sealed =
-      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(batch) * (chunk + kTagBytes));
-  std::vector<std::unique_ptr<GcmStream>> streams(static_cast<size_t>(n_threads));
-  std::vector<Status> statuses(static_cast<size_t>(batch));
-  for (uint64_t first = 0; st.ok() && first < n_chunks; first += static_cast<uint64_t>(batch)) {
-    const int64_t n = static_cast<int64_t>(std::min<uint64_t>(batch, n_chunks - first));
-    ForEach(pool, n, [&](int64_t k, int thread) {
+  // batch, then append them in order. With a pacer each batch is one slice,
+  // on the threads the pacer names for it.
+  std::unique_ptr<uint8_t[]> sealed;
+  int64_t sealed_chunks = 0;
+  std::vector<std::unique_ptr<GcmStream>> streams;
+  std::vector<Status> statuses;
+  for (uint64_t first = 0; st.ok() && first < n_chunks;) {
+    ThreadPool* batch_pool = pool;
+    if (pacer != nullptr) {
+      auto granted = pacer->BeginSlice();
+      if (!granted.ok()) {
+        st = granted.status();
+        break;
+      }
+      batch_pool = *granted;
+    }
+    const int n_threads = Threads(batch_pool);
+    const int64_t n = static_cast<int64_t>(std::min<uint64_t>(static_cast<uint64_t>(n_threads), n_chunks - first));
+    if (n > sealed_chunks) {
+      sealed = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(n) * (chunk + kTagBytes));
+      sealed_chunks = n;
+    }
+    if (streams.size() < static_cast<size_t>(n_threads)) streams.resize(static_cast<size_t>(n_threads));
+    if (!header_written) {
+      st = file->Append(std::string_view(reinterpret_cast<const char*>(header_bytes), kDiskHeaderBytes));
+      header_written = true;
+    }
+    statuses.assign(static_cast<size_t>(n), Status::Ok());
+    ForEach(batch_pool, n, [&](int64_t k, int thread) {
       const uint64_t index = first + static_cast<uint64_t>(k);
       const bool last = index + 1 == n_chunks;
       const uint64_t begin = index * chunk;
@@ -299,6 +326,18 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
       const uint64_t len = std::min(chunk, total - index * chunk) + kTagBytes;
       const uint8_t* out = sealed.get() + static_cast<uint64_t>(k) * (chunk + kTagBytes);
       st = file->Append(std::string_view(reinterpret_cast<const char*>(out), len));
+    }
+    if (pacer != nullptr) pacer->EndSlice();
+    first += static_cast<uint64_t>(n);
+  }
+  // The fsync and rename wait on the disk, not the CPU: they run outside
+  // slices, but start only when a slice could (never early in a reply).
+  if (st.ok() && pacer != nullptr) {
+    auto granted = pacer->BeginSlice();
+    if (granted.ok()) {
+      pacer->EndSlice();
+    } else {
+      st = granted.status();
     }
   }
   if (st.ok()) st = file->Sync();

@@ -42,6 +42,12 @@ std::optional<LookupPlan> BestShift(std::span<const EntryInfo> entries, std::spa
     if (!s) continue;
     s->kept = std::min<int64_t>(s->kept, static_cast<int64_t>(prompt.size()) - 1 - s->drop_begin);
     if (s->kept <= 0 || s->reused() <= plain_reuse) continue;
+    // A client that trimmed its chat keeps its latest messages: the kept
+    // span reaches the end of the entry's prompt (and usually into the reply
+    // it generated). A prompt that matches only a stretch in the middle of
+    // the entry is another chat (e.g. a new chat whose first message is an
+    // earlier message of this one) and must not take this chat's state.
+    if (s->drop_end + s->kept < e.prompt_len) continue;
     if (best && s->reused() <= best->n_reuse) continue;
     LookupPlan plan;
     plan.kind = ReuseKind::kShiftInPlace;

@@ -203,6 +203,30 @@ TEST(PlanShiftTest, RepeatedShiftsKeepFindingTheSpan) {
   }
 }
 
+// Another chat whose first message equals a message in the middle of a
+// cached chat looks like a trim of it, but it stops matching before that
+// chat's last prompt ends: it is not shifted into (the cached chat stays
+// whole), while the real trim, which keeps the latest messages, is.
+TEST(PlanLookupTest, OnlyATrimThatKeepsTheLatestMessagesShifts) {
+  std::vector<int32_t> held = Seq(0, 10);  // system
+  auto m1 = Seq(100, 140), m2 = Seq(200, 260), m3 = Seq(300, 340), reply = Seq(400, 410);
+  for (const auto* part : {&m1, &m2, &m3, &reply}) held.insert(held.end(), part->begin(), part->end());
+  const int64_t prompt_len = static_cast<int64_t>(held.size() - reply.size());
+  std::vector<EntryInfo> e = {{1, held, prompt_len, 1, 1, false}};
+  std::vector<int32_t> other = Seq(0, 10);  // system, m2, then its own question
+  other.insert(other.end(), m2.begin(), m2.end());
+  other.push_back(-5);
+  LookupPlan p = PlanLookup(e, other, {});
+  EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(p.n_reuse, 10);
+  std::vector<int32_t> trimmed = Seq(0, 10);  // system, m2, m3, the reply, a new question
+  for (const auto* part : {&m2, &m3, &reply}) trimmed.insert(trimmed.end(), part->begin(), part->end());
+  trimmed.push_back(-6);
+  p = PlanLookup(e, trimmed, {});
+  EXPECT_EQ(p.kind, ReuseKind::kShiftInPlace);
+  EXPECT_EQ(p.n_reuse, static_cast<int64_t>(trimmed.size()) - 1);
+}
+
 TEST(PlanLookupTest, TrimmedChatShiftsUnlessTurnedOff) {
   std::vector<int32_t> held = Seq(0, 10);  // system
   auto old_turn = Seq(100, 140), rest = Seq(200, 300);

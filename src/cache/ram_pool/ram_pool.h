@@ -59,9 +59,16 @@ struct PoolCounters {
 template <typename State, typename Traits>
 class RamPool {
  public:
+  // An entry leaving the pool: its tokens (the first prompt_len came from a
+  // prompt, the rest were generated) and its state.
+  struct Leaving {
+    std::vector<int32_t> tokens;
+    int64_t prompt_len = 0;
+    std::unique_ptr<State> state;
+  };
   // Called (outside the pool's lock) with every entry that leaves the pool,
   // least recently used first: the disk level saves it there.
-  using EvictFn = std::function<void(std::vector<int32_t> tokens, std::unique_ptr<State> state)>;
+  using EvictFn = std::function<void(Leaving leaving)>;
 
   RamPool(RamPoolOptions options, std::function<std::unique_ptr<State>()> fresh,
           std::function<uint64_t()> wall_clock_us, EvictFn on_evict = {})
@@ -119,7 +126,7 @@ class RamPool {
   // (continue in place, truncate in place, copy the shared start, or start
   // fresh) and pins the entry that the request will extend.
   Result<Lease> Acquire(std::span<const int32_t> prompt) {
-    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    std::vector<Leaving> evicted;
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -185,7 +192,7 @@ class RamPool {
   // entry pinned by the returned lease, which reuses all of `tokens`; then
   // brings the pool back within its limits (the new entry stays).
   Lease Adopt(std::vector<int32_t> tokens, std::unique_ptr<State> state) {
-    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    std::vector<Leaving> evicted;
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -216,7 +223,7 @@ class RamPool {
   // Removes every entry that is not in use (e.g. before an unload); each
   // goes through the eviction hook.
   void Flush() {
-    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> out;
+    std::vector<Leaving> out;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = entries_.begin(); it != entries_.end();) {
@@ -224,11 +231,30 @@ class RamPool {
           ++it;
           continue;
         }
-        out.emplace_back(std::move(it->second.tokens), std::move(it->second.state));
+        out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state)});
         it = entries_.erase(it);
       }
     }
     Hand(std::move(out));
+  }
+
+  // Re-counts the bytes of the entries in use (their states grow while a
+  // request runs) and evicts idle entries while the pool is over its limits.
+  // REQUIRES: called by the thread that runs the leases (it reads their
+  // states).
+  void Recharge() {
+    std::vector<Leaving> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t total = 0;
+      for (auto& [id, e] : entries_) {
+        if (e.in_use) e.bytes = Traits::Bytes(*e.state);
+        total += e.bytes;
+      }
+      if (total <= options_.limits.budget_bytes && entries_.size() <= options_.limits.max_entries) return;
+      evicted = EvictLocked(0);
+    }
+    Hand(std::move(evicted));
   }
 
   std::vector<EntryStats> Stats() const {
@@ -288,25 +314,25 @@ class RamPool {
     e.last_used_us = clock_();
   }
 
-  std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> EvictLocked(uint64_t keep) {
+  std::vector<Leaving> EvictLocked(uint64_t keep) {
     std::vector<EntryInfo> infos = InfosLocked();
-    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> out;
+    std::vector<Leaving> out;
     for (uint64_t id : PlanEviction(infos, options_.limits, keep)) {
       auto it = entries_.find(id);
-      out.emplace_back(std::move(it->second.tokens), std::move(it->second.state));
+      out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state)});
       entries_.erase(it);
       ++counters_.evictions;
     }
     return out;
   }
 
-  void Hand(std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted) {
+  void Hand(std::vector<Leaving> evicted) {
     if (!on_evict_) return;
-    for (auto& [tokens, state] : evicted) on_evict_(std::move(tokens), std::move(state));
+    for (Leaving& l : evicted) on_evict_(std::move(l));
   }
 
   void Commit(uint64_t id, std::vector<int32_t> tokens, int64_t prompt_len) {
-    std::vector<std::pair<std::vector<int32_t>, std::unique_ptr<State>>> evicted;
+    std::vector<Leaving> evicted;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = entries_.find(id);

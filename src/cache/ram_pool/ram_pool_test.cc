@@ -41,7 +41,7 @@ class RamPoolTest : public ::testing::Test {
     o.limits = {slots, budget};
     return std::make_unique<Pool>(
         o, [] { return std::make_unique<FakeState>(); }, [this] { return ++now_; },
-        [this](std::vector<int32_t> tokens, std::unique_ptr<FakeState>) { evicted_.push_back(tokens); });
+        [this](Pool::Leaving leaving) { evicted_.push_back(leaving.tokens); });
   }
   // Simulates a request: acquire, "read" the rest of the prompt, commit.
   // `held` (default: the prompt) is what the state holds afterwards: the
@@ -189,6 +189,27 @@ TEST_F(RamPoolTest, FlushHandsEveryIdleEntryToTheHook) {
   pool->Flush();
   EXPECT_EQ(evicted_.size(), 2u);
   EXPECT_EQ(pool->Stats().size(), 1u);
+}
+
+// An entry in use grows while its request runs: Recharge counts that at
+// once (not only when the request ends) and makes room by evicting the
+// least recently used idle entry.
+TEST_F(RamPoolTest, RechargeCountsGrowthOfEntriesInUse) {
+  auto pool = MakePool(4, 5000);  // 50 tokens' worth
+  Serve(*pool, Seq(0, 20));
+  Serve(*pool, Seq(100, 120));
+  auto lease = pool->Acquire(Seq(200, 205));
+  ASSERT_TRUE(lease.ok());
+  lease->state().content = Seq(200, 210);  // 1000 bytes: still fits
+  pool->Recharge();
+  EXPECT_TRUE(evicted_.empty());
+  EXPECT_EQ(pool->total_bytes(), 5000u);
+  lease->state().content = Seq(200, 230);  // 3000 bytes: the oldest idle entry must go
+  pool->Recharge();
+  ASSERT_EQ(evicted_.size(), 1u);
+  EXPECT_EQ(evicted_[0], Seq(0, 20));
+  EXPECT_EQ(pool->total_bytes(), 2000u + 3000u);
+  lease->Commit(Seq(200, 230), 5);
 }
 
 }  // namespace

@@ -1,0 +1,120 @@
+// PosixEnv's file checks: opening for reading never blocks on a FIFO and
+// refuses anything but a regular file; symbolic links are followed only when
+// asked; ownership, mode and modification time are read and set.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/env.h"
+#include "fifo_trap.h"
+#include "scratch_dir.h"
+
+namespace mx {
+namespace {
+
+using testing_support::FifoTrap;
+using testing_support::ScratchDir;
+using testing_support::WriteBytes;
+
+TEST(EnvPosixTest, ReadingAFifoIsRefusedWithoutBlocking) {
+  ScratchDir dir("env");
+  FifoTrap fifo(dir.Sub("pipe"));
+  ASSERT_TRUE(fifo.ok());
+  Env* env = Env::Default();
+  auto read = env->ReadFile(fifo.path());
+  auto mapped = env->MapReadOnly(fifo.path());
+  auto file = env->NewRandomAccessFile(fifo.path());
+  EXPECT_FALSE(fifo.hung()) << "an open for reading blocked on the FIFO";
+  for (const Status& st : {read.status(), mapped.status(), file.status()}) {
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(fifo.path() + " is a FIFO"), std::string::npos) << st.ToString();
+  }
+}
+
+TEST(EnvPosixTest, ReadingAFolderIsRefusedNamingIt) {
+  ScratchDir dir("env");
+  auto read = Env::Default()->ReadFile(dir.path());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("is a folder, not a regular file"), std::string::npos)
+      << read.status().ToString();
+  EXPECT_FALSE(Env::Default()->NewRandomAccessFile(dir.path()).ok());
+}
+
+TEST(EnvPosixTest, SymlinksAreFollowedUnlessRefused) {
+  ScratchDir dir("env");
+  WriteBytes(dir.Sub("real"), "hello");
+  std::filesystem::create_symlink(dir.Sub("real"), dir.Sub("link"));
+  Env* env = Env::Default();
+  auto followed = env->NewRandomAccessFile(dir.Sub("link"));
+  ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+  EXPECT_EQ(followed.value()->size(), 5u);
+  auto refused = env->NewRandomAccessFile(dir.Sub("link"), {.follow_symlinks = false});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is a symbolic link"), std::string::npos);
+  auto small = ReadSmallFile(env, dir.Sub("link"), {.follow_symlinks = false}, 100);
+  EXPECT_FALSE(small.ok());
+  auto direct = ReadSmallFile(env, dir.Sub("real"), {.follow_symlinks = false}, 100);
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  EXPECT_EQ(direct.value(), "hello");
+}
+
+TEST(EnvPosixTest, SymlinkToAFifoIsRefusedWithoutBlocking) {
+  ScratchDir dir("env");
+  FifoTrap fifo(dir.Sub("pipe"));
+  ASSERT_TRUE(fifo.ok());
+  std::filesystem::create_symlink(fifo.path(), dir.Sub("link"));
+  auto mapped = Env::Default()->MapReadOnly(dir.Sub("link"));
+  EXPECT_FALSE(fifo.hung());
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_NE(mapped.status().message().find("is a FIFO"), std::string::npos);
+}
+
+TEST(EnvPosixTest, ReadSmallFileRefusesLargerFiles) {
+  ScratchDir dir("env");
+  WriteBytes(dir.Sub("big"), std::string(200, 'x'));
+  auto read = ReadSmallFile(Env::Default(), dir.Sub("big"), {}, 100);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(EnvPosixTest, LinkInfoDescribesTheLinkItself) {
+  ScratchDir dir("env");
+  WriteBytes(dir.Sub("real"), "hello");
+  std::filesystem::create_symlink(dir.Sub("real"), dir.Sub("link"));
+  ASSERT_EQ(::mkfifo(dir.Sub("pipe").c_str(), 0600), 0);
+  Env* env = Env::Default();
+  auto link = env->GetLinkInfo(dir.Sub("link"));
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->type, FileType::kSymlink);
+  EXPECT_FALSE(link->is_regular);
+  auto target = env->GetFileInfo(dir.Sub("link"));
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(target->type, FileType::kRegular);
+  EXPECT_TRUE(target->is_regular);
+  EXPECT_EQ(target->owner_uid, env->EffectiveUid());
+  auto pipe = env->GetLinkInfo(dir.Sub("pipe"));
+  ASSERT_TRUE(pipe.ok());
+  EXPECT_EQ(pipe->type, FileType::kFifo);
+  EXPECT_EQ(env->GetLinkInfo(dir.Sub("missing")).status().code(), Status::Code::kNotFound);
+}
+
+TEST(EnvPosixTest, ModeAndModifiedTimeAreSet) {
+  ScratchDir dir("env");
+  WriteBytes(dir.Sub("f"), "x");
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->ChangeMode(dir.Sub("f"), 0640).ok());
+  const uint64_t when_us = uint64_t{1700000000} * 1000000 + 123456;
+  ASSERT_TRUE(env->SetModifiedTime(dir.Sub("f"), when_us).ok());
+  auto info = env->GetFileInfo(dir.Sub("f"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->mode, 0640u);
+  EXPECT_EQ(info->mtime_micros, when_us);
+  EXPECT_EQ(env->SetModifiedTime(dir.Sub("missing"), when_us).code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace mx
