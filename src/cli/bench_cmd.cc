@@ -213,6 +213,7 @@ constexpr char kUsage[] =
 int BenchCommand(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[2]) == "chat") return BenchChatCommand(argc, argv);
   if (argc >= 3 && std::string(argv[2]) == "load") return BenchLoadCommand(argc, argv);
+  if (argc >= 3 && std::string(argv[2]) == "http") return BenchHttpCommand(argc, argv);
   if (argc < 3 || std::string(argv[2]) != "engine") {
     const bool help = argc >= 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
     std::fputs(kUsage, help ? stdout : stderr);

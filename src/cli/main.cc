@@ -17,7 +17,8 @@ constexpr char kUsage[] =
     "  cache        `cache ls`, `cache verify`, `cache purge`: the saved prompt caches on disk\n"
     "  bench        `bench engine`: prompt-reading and generation speed of a model;\n"
     "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off;\n"
-    "               `bench load`: generation tokens/s and TTFT with 1, 4, 8 concurrent chats\n"
+    "               `bench load`: generation tokens/s and TTFT with 1, 4, 8 concurrent chats;\n"
+    "               `bench http`: requests/s and SSE tokens/s of a running server's HTTP layer\n"
     "\n"
     "Run `matricxon <command> --help` for the flags of a command.\n";
 

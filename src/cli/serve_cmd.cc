@@ -3,6 +3,7 @@
 // SIGINT/SIGTERM: stop accepting, finish the replies in flight, unload the
 // models (shutdown hooks), exit 0.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,11 @@ int ServeCommand(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Room for the connections the HTTP front allows (its own limits apply).
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   server::HttpServer server(*options, Env::Default());
   Status st = server.Bind();

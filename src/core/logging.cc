@@ -34,7 +34,22 @@ void LogLine(LogLevel level, const std::string& message) {
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
   char ms_buf[8];
   std::snprintf(ms_buf, sizeof(ms_buf), ".%03dZ", ms);
-  std::string line = std::string(stamp) + ms_buf + " " + LevelName(level) + " " + message + "\n";
+  std::string line = std::string(stamp) + ms_buf + " " + LevelName(level) + " ";
+  // Control characters (from a URL, a file name, a client's text) are
+  // escaped as \xNN: a message can never forge a line of its own.
+  line.reserve(line.size() + message.size() + 1);
+  for (char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      line += "\\x";
+      line += kHex[u >> 4];
+      line += kHex[u & 15];
+    } else {
+      line += c;
+    }
+  }
+  line += "\n";
   // One write() so concurrent lines never interleave.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -12,7 +12,8 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
-// Writes "<time> <LEVEL> <message>\n" to stderr in one write.
+// Writes "<time> <LEVEL> <message>\n" to stderr in one write, with every
+// control character of `message` (CR, LF, NUL, ESC, ...) written as \xNN.
 void LogLine(LogLevel level, const std::string& message);
 
 class LogMessage {

@@ -210,6 +210,12 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   }
   ev.timings = s.timings;
   ev.time_us = env_->NowMicros();
+  {
+    // Counted out before the final event, so a client that has its reply
+    // (or has just cancelled) already sees the exact active count.
+    std::lock_guard<std::mutex> lock(mu_);
+    --active_count_;
+  }
   s.stream->Push(std::move(ev));
 }
 
@@ -264,6 +270,7 @@ void Scheduler::Loop() {
   std::vector<models::BatchEntry> batch;
   std::vector<Slot*> wants;  // slot of each entry that asks for logits, in order
   std::vector<float> logits;
+  std::vector<Queued> gone;  // cancelled while waiting for a slot
   // Whether this loop told the server-wide gate that it has requests (saved
   // caches are then written only in slices between forward passes).
   bool gate_active = false;
@@ -279,6 +286,16 @@ void Scheduler::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
       if (stop_) break;
+      // A request cancelled in the queue ends at this step, not when a slot
+      // frees (the queue is only non-empty while every slot is busy).
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->stream->cancelled()) {
+          gone.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
       while (static_cast<int>(slots.size()) < options_.n_parallel && !queue_.empty()) {
         auto slot = std::make_unique<Slot>();
         Queued& q = queue_.front();
@@ -290,6 +307,16 @@ void Scheduler::Loop() {
       }
       active_count_ = static_cast<int>(slots.size());
     }
+    for (Queued& q : gone) {
+      GenEvent ev;
+      ev.final = true;
+      ev.finish_reason = "cancelled";
+      ev.prompt_tokens = static_cast<int64_t>(q.request.prompt.size());
+      ev.timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
+      ev.time_us = env_->NowMicros();
+      q.stream->Push(std::move(ev));
+    }
+    gone.clear();
     if (slots.empty()) continue;
     set_active(true);
     // Start new slots, drop cancelled ones.

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "server/http_util.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 namespace mx::server {
@@ -43,19 +44,19 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
     << "# TYPE matricxon_prompt_cache_entries gauge\n";
   auto models = ctx->models->Loaded();
   for (const auto& m : models) {
-    o << "matricxon_prompt_cache_entries{model=\"" << m->name << "\"} "
+    o << "matricxon_prompt_cache_entries{model=\"" << PromLabelValue(m->name) << "\"} "
       << m->scheduler->prompt_cache().pool().Stats().size() << "\n";
   }
   o << "# HELP matricxon_prompt_cache_bytes Bytes of state held in a model's RAM pool.\n"
     << "# TYPE matricxon_prompt_cache_bytes gauge\n";
   for (const auto& m : models) {
-    o << "matricxon_prompt_cache_bytes{model=\"" << m->name << "\"} "
+    o << "matricxon_prompt_cache_bytes{model=\"" << PromLabelValue(m->name) << "\"} "
       << m->scheduler->prompt_cache().pool().total_bytes() << "\n";
   }
   o << "# HELP matricxon_prompt_cache_evictions_total Entries that left a model's RAM pool.\n"
     << "# TYPE matricxon_prompt_cache_evictions_total counter\n";
   for (const auto& m : models) {
-    o << "matricxon_prompt_cache_evictions_total{model=\"" << m->name << "\"} "
+    o << "matricxon_prompt_cache_evictions_total{model=\"" << PromLabelValue(m->name) << "\"} "
       << m->scheduler->prompt_cache().pool().counters().evictions << "\n";
   }
   if (ctx->saved != nullptr) {
@@ -89,7 +90,7 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
 
 void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"GET", "/api/cache", "each loaded model's RAM pool: entries (tokens, bytes, last used, in use) and counters",
-                     false, [ctx](const httplib::Request&, httplib::Response& res) {
+                     false, [ctx](const HttpRequest&, HttpResponse& res) {
                        Json models = Json::array();
                        for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
                        SendJson(res, {{"models", models}});

@@ -7,7 +7,7 @@
 namespace mx::server {
 namespace {
 
-void ListOpenAi(ServerContext* ctx, httplib::Response& res) {
+void ListOpenAi(ServerContext* ctx, HttpResponse& res) {
   auto list = ctx->models->List();
   if (!list.ok()) return SendError(res, list.status());
   Json data = Json::array();
@@ -17,25 +17,25 @@ void ListOpenAi(ServerContext* ctx, httplib::Response& res) {
   SendJson(res, {{"object", "list"}, {"data", data}});
 }
 
-void ListApi(ServerContext* ctx, httplib::Response& res) {
+void ListApi(ServerContext* ctx, HttpResponse& res) {
   auto list = ctx->models->List();
   if (!list.ok()) return SendError(res, list.status());
   Json models = Json::array();
   for (const ModelInfo& m : *list) {
-    models.push_back({{"name", m.name}, {"path", m.path}, {"size_bytes", m.size_bytes}, {"loaded", m.loaded},
+    models.push_back({{"name", m.name}, {"path", m.name + ".gguf"}, {"size_bytes", m.size_bytes}, {"loaded", m.loaded},
                       {"active_requests", m.active}});
   }
   SendJson(res, {{"models", models}});
 }
 
-void Load(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void Load(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   const std::string name = req.matches[1];
   auto served = ctx->models->Acquire(name);
   if (!served.ok()) return SendError(res, served.status());
   SendJson(res, {{"name", name}, {"loaded", true}, {"n_ctx", (*served)->scheduler->n_ctx()}});
 }
 
-void Unload(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void Unload(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   const std::string name = req.matches[1];
   Status st = ctx->models->Unload(name);
   if (!st.ok()) return SendError(res, st);
@@ -46,13 +46,13 @@ void Unload(ServerContext* ctx, const httplib::Request& req, httplib::Response& 
 
 void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"GET", "/v1/models", "the served models (OpenAI list)", false,
-                     [ctx](const httplib::Request&, httplib::Response& res) { ListOpenAi(ctx, res); }});
+                     [ctx](const HttpRequest&, HttpResponse& res) { ListOpenAi(ctx, res); }});
   routes->push_back({"GET", "/api/models", "the served models with their load state", false,
-                     [ctx](const httplib::Request&, httplib::Response& res) { ListApi(ctx, res); }});
-  routes->push_back({"POST", "/api/models/([^/]+)/load", "loads a model now", true,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { Load(ctx, req, res); }});
-  routes->push_back({"POST", "/api/models/([^/]+)/unload", "unloads a model (waits for its replies)", true,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { Unload(ctx, req, res); }});
+                     [ctx](const HttpRequest&, HttpResponse& res) { ListApi(ctx, res); }});
+  routes->push_back({"POST", "/api/models/{name}/load", "loads a model now", true,
+                     [ctx](const HttpRequest& req, HttpResponse& res) { Load(ctx, req, res); }});
+  routes->push_back({"POST", "/api/models/{name}/unload", "unloads a model (waits for its replies)", true,
+                     [ctx](const HttpRequest& req, HttpResponse& res) { Unload(ctx, req, res); }});
 }
 
 }  // namespace mx::server

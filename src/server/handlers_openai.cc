@@ -27,7 +27,6 @@ struct Reply {
   std::string echo;  // text completions: prompt text sent first
   uint64_t start_us = 0;
   bool first_token_seen = false;
-  bool role_sent = false;
   bool done = false;
 
   // Metrics bookkeeping for one event.
@@ -83,7 +82,7 @@ Json FinishReason(const engine::GenEvent& ev) {
 }
 
 // Non-streaming: reads every event, answers one JSON object.
-void AnswerWhole(Reply& r, httplib::Response& res) {
+void AnswerWhole(Reply& r, HttpResponse& res) {
   std::string text = r.echo;
   Json chat_lp = Json::array();
   Json text_lp = EmptyTextLogprobs();
@@ -129,91 +128,80 @@ std::string Sse(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
 
 // Streaming: one SSE event per released piece of text, then the finish
 // reason, the usage (when asked), with `timings` on the last of them, and
-// `data: [DONE]`.
-void AnswerStream(std::shared_ptr<Reply> r, httplib::Response& res) {
+// `data: [DONE]`. Writing waits while the client reads slowly
+// (back-pressure); a client gone ends the request at the engine's next step.
+void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [r](size_t, httplib::DataSink& sink) -> bool {
-        const bool chat = r->kind == Kind::kChat;
-        auto chunk = [&](Json choice) {
-          return Json{{"id", r->id},
-                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                      {"created", r->created},
-                      {"model", r->model->name},
-                      {"choices", Json::array({std::move(choice)})}};
-        };
-        std::string out;
-        if (!r->role_sent) {
-          r->role_sent = true;
+  res.set_stream("text/event-stream", [r](BodyWriter& sink) {
+    const bool chat = r->kind == Kind::kChat;
+    auto chunk = [&](Json choice) {
+      return Json{{"id", r->id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", r->created},
+                  {"model", r->model->name},
+                  {"choices", Json::array({std::move(choice)})}};
+    };
+    std::string out;
+    if (chat) {
+      out += Sse(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                        {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+    } else if (!r->echo.empty()) {
+      out += Sse(chunk({{"index", 0}, {"text", r->echo}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+    }
+    engine::GenEvent ev;
+    while (r->stream->Next(&ev)) {
+      r->Observe(ev);
+      if (ev.final && !ev.status.ok()) {
+        out += Sse(ErrorJson(ev.status));
+      } else if (!ev.text.empty() || (ev.has_token && r->logprobs)) {
+        Json lp = nullptr;
+        if (ev.has_token && r->logprobs) {
           if (chat) {
-            out += Sse(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
-                              {"logprobs", nullptr}, {"finish_reason", nullptr}}));
-          } else if (!r->echo.empty()) {
-            out += Sse(chunk({{"index", 0}, {"text", r->echo}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
-          }
-        }
-        engine::GenEvent ev;
-        if (!r->stream->Next(&ev)) {
-          sink.done();
-          return true;
-        }
-        r->Observe(ev);
-        if (ev.final && !ev.status.ok()) {
-          out += Sse(ErrorJson(ev.status));
-        } else if (!ev.text.empty() || (ev.has_token && r->logprobs)) {
-          Json lp = nullptr;
-          if (ev.has_token && r->logprobs) {
-            if (chat) {
-              lp = {{"content", Json::array({ChatLogprob(*r, ev)})}};
-            } else {
-              lp = EmptyTextLogprobs();
-              AddTextLogprob(*r, ev, 0, &lp);
-            }
-          }
-          if (chat) {
-            out += Sse(chunk({{"index", 0}, {"delta", {{"content", ev.text}}}, {"logprobs", lp},
-                              {"finish_reason", nullptr}}));
+            lp = {{"content", Json::array({ChatLogprob(*r, ev)})}};
           } else {
-            out += Sse(chunk({{"index", 0}, {"text", ev.text}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+            lp = EmptyTextLogprobs();
+            AddTextLogprob(*r, ev, 0, &lp);
           }
         }
-        if (ev.final && ev.status.ok()) {
-          Json fin = chat ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr},
-                                 {"finish_reason", FinishReason(ev)}}
-                          : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr},
-                                 {"finish_reason", FinishReason(ev)}};
-          // As llama.cpp's server does: `timings` rides on the last chunk
-          // (the usage chunk when asked, else the one with finish_reason).
-          Json last = chunk(fin);
-          if (r->include_usage) {
-            out += Sse(last);
-            last = chunk(nullptr);
-            last["choices"] = Json::array();
-            last["usage"] = UsageJson(ev);
-          }
-          last["timings"] = TimingsJson(ev);
+        if (chat) {
+          out += Sse(chunk({{"index", 0}, {"delta", {{"content", ev.text}}}, {"logprobs", lp},
+                            {"finish_reason", nullptr}}));
+        } else {
+          out += Sse(chunk({{"index", 0}, {"text", ev.text}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+        }
+      }
+      if (ev.final && ev.status.ok()) {
+        Json fin = chat ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr},
+                               {"finish_reason", FinishReason(ev)}}
+                        : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr},
+                               {"finish_reason", FinishReason(ev)}};
+        // As llama.cpp's server does: `timings` rides on the last chunk
+        // (the usage chunk when asked, else the one with finish_reason).
+        Json last = chunk(fin);
+        if (r->include_usage) {
           out += Sse(last);
+          last = chunk(nullptr);
+          last["choices"] = Json::array();
+          last["usage"] = UsageJson(ev);
         }
-        if (ev.final) out += "data: [DONE]\n\n";
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          r->stream->Cancel();  // the client went away: free the slot now
-          return false;
-        }
-        if (ev.final) {
-          r->done = true;
-          sink.done();
-        }
-        return true;
-      },
-      [r](bool) {
-        if (!r->done) r->stream->Cancel();
-      });
+        last["timings"] = TimingsJson(ev);
+        out += Sse(last);
+      }
+      if (ev.final) out += "data: [DONE]\n\n";
+      if (!out.empty() && !sink.Write(out)) break;  // the client went away
+      out.clear();
+      if (ev.final) {
+        r->done = true;
+        break;
+      }
+    }
+    if (!r->done) r->stream->Cancel();  // free the slot now
+  });
 }
 
 // Shared tail of both routes: checks the prompt, submits, answers.
 void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest gr, bool stream,
-              httplib::Response& res) {
+              const HttpRequest& req, HttpResponse& res) {
   const int64_t n_ctx = r->model->scheduler->n_ctx();
   const int64_t n = static_cast<int64_t>(gr.prompt.size());
   if (n + 1 > n_ctx) {
@@ -230,6 +218,9 @@ void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest g
   gr.max_tokens = std::min(gr.max_tokens, n_ctx - n);
   r->start_us = ctx->env->NowMicros();
   r->stream = r->model->scheduler->Submit(std::move(gr));
+  // A client that leaves (in the queue, while its prompt is read, while it
+  // generates) ends the request at the engine's next step, freeing its slot.
+  req.OnDisconnect([stream = r->stream] { stream->Cancel(); });
   if (stream) {
     AnswerStream(r, res);
   } else {
@@ -261,7 +252,7 @@ engine::GenRequest BaseRequest(const GenerationFields& g) {
   return gr;
 }
 
-void ChatCompletions(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(res, body.status());
   auto cr = ParseChatRequest(*body);
@@ -277,10 +268,10 @@ void ChatCompletions(ServerContext* ctx, const httplib::Request& req, httplib::R
   gr.prompt = std::move(prompt).value();
   gr.logprobs = cr->logprobs;
   gr.top_logprobs = cr->top_logprobs;
-  Generate(ctx, r, std::move(gr), cr->gen.stream, res);
+  Generate(ctx, r, std::move(gr), cr->gen.stream, req, res);
 }
 
-void Completions(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(res, body.status());
   auto cr = ParseCompletionRequest(*body);
@@ -307,16 +298,16 @@ void Completions(ServerContext* ctx, const httplib::Request& req, httplib::Respo
   }
   gr.logprobs = r->logprobs;
   gr.top_logprobs = std::max(cr->logprobs, 0);
-  Generate(ctx, r, std::move(gr), cr->gen.stream, res);
+  Generate(ctx, r, std::move(gr), cr->gen.stream, req, res);
 }
 
 }  // namespace
 
 void AddOpenAiRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"POST", "/v1/chat/completions", "OpenAI chat completion (stream with \"stream\": true)", false,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { ChatCompletions(ctx, req, res); }});
+                     [ctx](const HttpRequest& req, HttpResponse& res) { ChatCompletions(ctx, req, res); }});
   routes->push_back({"POST", "/v1/completions", "OpenAI text completion (prompt string or token ids)", false,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { Completions(ctx, req, res); }});
+                     [ctx](const HttpRequest& req, HttpResponse& res) { Completions(ctx, req, res); }});
 }
 
 }  // namespace mx::server

@@ -41,7 +41,7 @@ Json PersistenceJson(ServerContext* ctx) {
   return j;
 }
 
-void HandlePut(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void HandlePut(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   if (ctx->saved == nullptr) {
     SendError(res, 503, "saved caches are unavailable: the cache folder could not be created", "unavailable");
     return;
@@ -103,14 +103,14 @@ void HandlePut(ServerContext* ctx, const httplib::Request& req, httplib::Respons
 void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   const std::string path = "/api/cache/persistence";
   routes->push_back({"GET", path, "saved caches on disk: policy, usage and key source", false,
-                     [ctx](const httplib::Request&, httplib::Response& res) {
+                     [ctx](const HttpRequest&, HttpResponse& res) {
                        std::lock_guard<std::mutex> lock(ctx->policy_mu);
                        SendJson(res, PersistenceJson(ctx));
                      }});
   routes->push_back({"PUT", path, "change any of enabled, budget_mb, ttl_hours (saved, applied at once)", true,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { HandlePut(ctx, req, res); }});
+                     [ctx](const HttpRequest& req, HttpResponse& res) { HandlePut(ctx, req, res); }});
   routes->push_back({"DELETE", path, "delete every saved cache file", true,
-                     [ctx](const httplib::Request&, httplib::Response& res) {
+                     [ctx](const HttpRequest&, HttpResponse& res) {
                        if (ctx->saved == nullptr) {
                          SendJson(res, {{"deleted_files", 0}, {"deleted_bytes", 0}});
                          return;

@@ -7,7 +7,7 @@
 namespace mx::server {
 namespace {
 
-void Tokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void Tokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(res, body.status());
   auto tr = ParseTokenizeRequest(*body);
@@ -27,7 +27,7 @@ void Tokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response
   SendJson(res, {{"tokens", tokens}, {"model", (*model)->name}});
 }
 
-void Detokenize(ServerContext* ctx, const httplib::Request& req, httplib::Response& res) {
+void Detokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(res, body.status());
   auto dr = ParseDetokenizeRequest(*body);
@@ -48,18 +48,18 @@ void Detokenize(ServerContext* ctx, const httplib::Request& req, httplib::Respon
 
 void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"POST", "/tokenize", "{\"content\": text} -> {\"tokens\": [ids]}", false,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { Tokenize(ctx, req, res); }});
+                     [ctx](const HttpRequest& req, HttpResponse& res) { Tokenize(ctx, req, res); }});
   routes->push_back({"POST", "/detokenize", "{\"tokens\": [ids]} -> {\"content\": text}", false,
-                     [ctx](const httplib::Request& req, httplib::Response& res) { Detokenize(ctx, req, res); }});
+                     [ctx](const HttpRequest& req, HttpResponse& res) { Detokenize(ctx, req, res); }});
   routes->push_back({"GET", "/health", "liveness: {\"status\": \"ok\"}", false,
-                     [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); }});
+                     [](const HttpRequest&, HttpResponse& res) { SendJson(res, {{"status", "ok"}}); }});
   routes->push_back({"GET", "/metrics", "Prometheus counters and the time-to-first-token histogram", false,
-                     [ctx](const httplib::Request&, httplib::Response& res) {
+                     [ctx](const HttpRequest&, HttpResponse& res) {
                        res.set_content(ctx->metrics->Render() + RenderCacheMetrics(ctx), "text/plain; version=0.0.4");
                      }});
   // The route table itself (help text), built lazily from the routes vector.
   routes->push_back({"GET", "/api/routes", "this table: method, path, help, mutates", false,
-                     [routes](const httplib::Request&, httplib::Response& res) {
+                     [routes](const HttpRequest&, HttpResponse& res) {
                        Json list = Json::array();
                        for (const Route& r : *routes) {
                          list.push_back({{"method", r.method}, {"path", r.pattern}, {"help", r.help},

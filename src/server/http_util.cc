@@ -7,9 +7,13 @@ const char* ErrorType(int http_code) {
   switch (http_code) {
     case 400: return "invalid_request_error";
     case 401: return "authentication_error";
+    case 403: return "permission_error";
     case 404: return "not_found_error";
     case 405: return "invalid_request_error";
+    case 408: return "invalid_request_error";
     case 413: return "invalid_request_error";
+    case 414: return "invalid_request_error";
+    case 431: return "invalid_request_error";
     case 503: return "server_busy_error";
     default: return "server_error";
   }
@@ -45,14 +49,14 @@ Json ErrorJson(const Status& status, const std::string& param) {
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-void SendJson(httplib::Response& res, const Json& body, int http_code) {
+void SendJson(HttpResponse& res, const Json& body, int http_code) {
   res.status = http_code;
   res.set_content(Dump(body), "application/json");
 }
 
-void SendError(httplib::Response& res, const Status& status) { SendJson(res, ErrorJson(status), HttpCode(status)); }
+void SendError(HttpResponse& res, const Status& status) { SendJson(res, ErrorJson(status), HttpCode(status)); }
 
-void SendError(httplib::Response& res, int http_code, const std::string& message, const std::string& code) {
+void SendError(HttpResponse& res, int http_code, const std::string& message, const std::string& code) {
   SendJson(res, ErrorJson(http_code, message, code), http_code);
 }
 

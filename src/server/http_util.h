@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "server/http_types.h"
 
 namespace mx::server {
 
@@ -22,9 +22,9 @@ Json ErrorJson(const Status& status, const std::string& param = "");
 // The same with an explicit HTTP code and OpenAI error type / code.
 Json ErrorJson(int http_code, const std::string& message, const std::string& code = "");
 
-void SendError(httplib::Response& res, const Status& status);
-void SendError(httplib::Response& res, int http_code, const std::string& message, const std::string& code = "");
-void SendJson(httplib::Response& res, const Json& body, int http_code = 200);
+void SendError(HttpResponse& res, const Status& status);
+void SendError(HttpResponse& res, int http_code, const std::string& message, const std::string& code = "");
+void SendJson(HttpResponse& res, const Json& body, int http_code = 200);
 
 // Serializes with invalid UTF-8 replaced by U+FFFD (token pieces may be partial).
 std::string Dump(const Json& j);

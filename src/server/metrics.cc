@@ -4,6 +4,26 @@
 
 namespace mx::server {
 
+std::string PromLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\xEF\xBF\xBD";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 void Metrics::ObserveTtft(double seconds) {
   size_t i = 0;
   while (i < kTtftBuckets.size() && seconds > kTtftBuckets[i]) ++i;

@@ -6,8 +6,15 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mx::server {
+
+// A Prometheus label value: backslash, double quote and line feed escaped
+// as the text format defines; other control characters (which the format
+// would carry raw) become U+FFFD, so a name can never start a new line or
+// close its label.
+std::string PromLabelValue(std::string_view value);
 
 class Metrics {
  public:

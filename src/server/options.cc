@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "server/request_guard.h"
+
 namespace mx::server {
 
 const std::vector<SettingSpec>& ServerSettings() {
@@ -17,6 +19,23 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
       {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
       {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
+      {"MATRICXON_ALLOW_OPEN_ADMIN", "allow-open-admin", "false",
+       "start on a non-loopback address without an admin token (admin routes open to the network; true/false)"},
+      {"MATRICXON_ALLOWED_ORIGINS", "allowed-origins", "unset",
+       "origins allowed to call the API from a browser, comma-separated scheme://host[:port], or *; "
+       "other requests with an Origin get 403"},
+      {"MATRICXON_ALLOWED_HOSTS", "allowed-hosts", "unset",
+       "extra Host names accepted when listening on loopback, comma-separated (loopback names and addresses always are)"},
+      {"MATRICXON_MAX_BODY_MB", "max-body-mb", "8", "largest request body, MiB, any framing (1..1024)"},
+      {"MATRICXON_MAX_CONNECTIONS", "max-connections", "1024", "HTTP connections open at once (1..65536)"},
+      {"MATRICXON_MAX_CONNECTIONS_PER_CLIENT", "max-connections-per-client", "256",
+       "HTTP connections open at once from one client address (1..65536)"},
+      {"MATRICXON_REQUEST_HEAD_TIMEOUT_S", "request-head-timeout-s", "10",
+       "seconds from a request's first byte to the end of its head (1..3600)"},
+      {"MATRICXON_REQUEST_TIMEOUT_S", "request-timeout-s", "60",
+       "seconds from a request's first byte to the end of its body (1..86400)"},
+      {"MATRICXON_HTTP_IDLE_TIMEOUT_S", "http-idle-timeout-s", "30",
+       "seconds a keep-alive connection may wait for its next request (1..86400)"},
       {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4", "conversations kept in RAM per model (1..64)"},
       {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
        "RAM the cached conversations of a model may use together, MiB (1..16777216)"},
@@ -111,6 +130,27 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.keep_alive_s, ParseRange(name, v, 0, 31536000));
     } else if (s.flag == "admin-token") {
       o.admin_token = v;
+    } else if (s.flag == "allow-open-admin") {
+      MX_ASSIGN_OR_RETURN(o.allow_open_admin, ParseBoolSetting(name, v));
+    } else if (s.flag == "allowed-origins") {
+      MX_ASSIGN_OR_RETURN(o.allowed_origins, ParseOriginList(name, v));
+    } else if (s.flag == "allowed-hosts") {
+      MX_ASSIGN_OR_RETURN(o.allowed_hosts, ParseHostList(name, v));
+    } else if (s.flag == "max-body-mb") {
+      MX_ASSIGN_OR_RETURN(int64_t mb, ParseRange(name, v, 1, 1024));
+      o.max_body_bytes = static_cast<size_t>(mb) << 20;
+    } else if (s.flag == "max-connections") {
+      MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 1, 65536));
+      o.max_connections = static_cast<int>(n);
+    } else if (s.flag == "max-connections-per-client") {
+      MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 1, 65536));
+      o.max_connections_per_client = static_cast<int>(n);
+    } else if (s.flag == "request-head-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.request_head_timeout_s, ParseRange(name, v, 1, 3600));
+    } else if (s.flag == "request-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.request_timeout_s, ParseRange(name, v, 1, 86400));
+    } else if (s.flag == "http-idle-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.http_idle_timeout_s, ParseRange(name, v, 1, 86400));
     } else if (s.flag == "prompt-cache-slots") {
       MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 1, 64));
       o.prompt_cache_slots = static_cast<int>(n);

@@ -24,7 +24,16 @@ struct ServerOptions {
   int max_loaded_models = 2;
   int64_t keep_alive_s = 1800;
   std::string admin_token;    // empty: admin routes are open
-  size_t max_body_bytes = 8u << 20;
+  // The HTTP front (SPEC §14, http_api.md "Limits").
+  size_t max_body_bytes = 8u << 20;          // for every framing, chunked too
+  int max_connections = 1024;                // open at once, all clients
+  int max_connections_per_client = 256;      // open at once from one address
+  int64_t request_head_timeout_s = 10;       // first byte -> end of the request head
+  int64_t request_timeout_s = 60;            // first byte -> end of the body
+  int64_t http_idle_timeout_s = 30;          // keep-alive connection without a request
+  std::vector<std::string> allowed_origins;  // normalized origins, or "*"; empty: none
+  std::vector<std::string> allowed_hosts;    // extra Host names accepted on loopback
+  bool allow_open_admin = false;             // listen off loopback without an admin token
   int prompt_cache_slots = 4;             // conversations kept in RAM per model
   int64_t prompt_cache_budget_mb = 2048;  // RAM those conversations may use together
   bool prompt_cache_context_shift = true;  // keep the cache when a client trims old messages

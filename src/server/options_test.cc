@@ -106,3 +106,49 @@ TEST(OptionsTest, PromptCacheSettings) {
 
 }  // namespace
 }  // namespace mx::server
+
+namespace mx::server {
+namespace {
+
+TEST(OptionsTest, HttpFrontSettings) {
+  auto d = Load({}, {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->allowed_origins.empty());
+  EXPECT_TRUE(d->allowed_hosts.empty());
+  EXPECT_FALSE(d->allow_open_admin);
+  EXPECT_EQ(d->max_body_bytes, 8u << 20);
+  EXPECT_EQ(d->max_connections, 1024);
+  EXPECT_EQ(d->max_connections_per_client, 256);
+  EXPECT_EQ(d->request_head_timeout_s, 10);
+  EXPECT_EQ(d->request_timeout_s, 60);
+  EXPECT_EQ(d->http_idle_timeout_s, 30);
+  auto o = Load({{"allowed-hosts", "Box.lan, other.lan"}, {"max-body-mb", "16"}},
+                {{"MATRICXON_ALLOWED_ORIGINS", "http://localhost:3000,HTTPS://App.Example/"},
+                 {"MATRICXON_ALLOW_OPEN_ADMIN", "true"}, {"MATRICXON_MAX_CONNECTIONS", "64"},
+                 {"MATRICXON_REQUEST_HEAD_TIMEOUT_S", "2"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->allowed_origins, (std::vector<std::string>{"http://localhost:3000", "https://app.example"}));
+  EXPECT_EQ(o->allowed_hosts, (std::vector<std::string>{"box.lan", "other.lan"}));
+  EXPECT_TRUE(o->allow_open_admin);
+  EXPECT_EQ(o->max_body_bytes, 16u << 20);
+  EXPECT_EQ(o->max_connections, 64);
+  EXPECT_EQ(o->request_head_timeout_s, 2);
+  for (auto [var, value] : std::vector<std::pair<std::string, std::string>>{
+           {"MATRICXON_ALLOWED_ORIGINS", "app.example"},
+           {"MATRICXON_ALLOWED_ORIGINS", "http://a/b"},
+           {"MATRICXON_ALLOWED_HOSTS", "box.lan:80"},
+           {"MATRICXON_ALLOW_OPEN_ADMIN", "perhaps"},
+           {"MATRICXON_MAX_BODY_MB", "0"},
+           {"MATRICXON_MAX_CONNECTIONS", "0"},
+           {"MATRICXON_MAX_CONNECTIONS_PER_CLIENT", "70000"},
+           {"MATRICXON_REQUEST_HEAD_TIMEOUT_S", "0"},
+           {"MATRICXON_REQUEST_TIMEOUT_S", "x"},
+           {"MATRICXON_HTTP_IDLE_TIMEOUT_S", "-1"}}) {
+    auto bad = Load({}, {{var, value}});
+    ASSERT_FALSE(bad.ok()) << var << "=" << value;
+    EXPECT_NE(bad.status().message().find(var), std::string::npos) << bad.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace mx::server

@@ -1,10 +1,12 @@
 #include "server/server.h"
 
-#include <set>
+#include <algorithm>
+#include <string_view>
 
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "server/http_util.h"
+#include "server/request_guard.h"
 
 namespace mx::server {
 
@@ -43,46 +45,19 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   AddCacheRoutes(&ctx_, &routes_);
   AddPersistenceRoutes(&ctx_, &routes_);
 
-  // Every pattern is registered for every method; Dispatch picks the route or
-  // answers 405, so wrong methods never fall through to 404.
-  std::set<std::string> patterns;
-  for (const Route& r : routes_) patterns.insert(r.pattern);
-  for (const std::string& p : patterns) {
-    auto h = [this, p](const httplib::Request& req, httplib::Response& res) { Dispatch(p, req, res); };
-    http_.Get(p, h);
-    http_.Post(p, h);
-    http_.Put(p, h);
-    http_.Delete(p, h);
-    http_.Patch(p, h);
-  }
-  // Streaming replies hold a worker each: room for many clients at once.
-  http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
-  http_.set_payload_max_length(ctx_.options.max_body_bytes);
-  // httplib calls this for every status >= 400; only fill in bodies that
-  // httplib left empty (no route, body too large, bad request line).
-  http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      SendError(res, 413, "the request body is larger than the server accepts", "request_too_large");
-    } else if (res.status == 404) {
-      SendError(res, 404, "no route for " + req.method + " " + req.path, "not_found");
-    } else {
-      SendError(res, res.status, "HTTP error " + std::to_string(res.status));
-    }
-  });
-  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    SendError(res, 500, "internal error: " + what);
-  });
-  http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    MX_LOG(kInfo) << req.remote_addr << " " << req.method << " " << req.path << " -> " << res.status;
-  });
+  TransportOptions to;
+  to.host = ctx_.options.host;
+  to.port = ctx_.options.port;
+  to.limits.max_body_bytes = ctx_.options.max_body_bytes;
+  to.max_receiving_bytes = 32 * ctx_.options.max_body_bytes;
+  to.max_connections = ctx_.options.max_connections;
+  to.max_connections_per_client = ctx_.options.max_connections_per_client;
+  to.head_timeout_ms = ctx_.options.request_head_timeout_s * 1000;
+  to.request_timeout_ms = std::max(ctx_.options.request_timeout_s, ctx_.options.request_head_timeout_s) * 1000;
+  to.idle_timeout_ms = ctx_.options.http_idle_timeout_s * 1000;
+  http_ = std::make_unique<HttpTransport>(
+      to, env, [this](HttpRequest& req, HttpResponse& res) { Handle(req, res); },
+      [this](int status, const std::string& message) { return ScrubPaths(Dump(ErrorJson(status, message))); });
 }
 
 void HttpServer::OpenSavedCaches() {
@@ -122,14 +97,19 @@ HttpServer::~HttpServer() {
 }
 
 Status HttpServer::Bind() {
-  if (ctx_.options.port == 0) {
-    port_ = http_.bind_to_any_port(ctx_.options.host);
-  } else {
-    port_ = http_.bind_to_port(ctx_.options.host, ctx_.options.port) ? ctx_.options.port : -1;
+  const ServerOptions& o = ctx_.options;
+  if (!IsLoopbackHost(o.host) && o.admin_token.empty()) {
+    if (!o.allow_open_admin) {
+      return Status::InvalidArgument(
+          "refusing to listen on " + o.host + " (not a loopback address) with the admin routes open: set "
+          "MATRICXON_ADMIN_TOKEN (--admin-token), or MATRICXON_ALLOW_OPEN_ADMIN=true (--allow-open-admin true) to "
+          "serve them to the network anyway");
+    }
+    MX_LOG(kWarn) << "the admin routes (load/unload models, delete saved caches) are open to anyone who can reach "
+                  << o.host << ": no MATRICXON_ADMIN_TOKEN is set";
   }
-  if (port_ <= 0) {
-    return Status::IOError("cannot listen on " + ctx_.options.host + ":" + std::to_string(ctx_.options.port));
-  }
+  MX_RETURN_IF_ERROR(http_->Bind());
+  port_ = http_->port();
   return Status::Ok();
 }
 
@@ -140,7 +120,7 @@ void HttpServer::Run() {
                   << "); set MATRICXON_MODELS_DIR or --models-dir";
   }
   MX_LOG(kInfo) << "listening on http://" << ctx_.options.host << ":" << port_;
-  http_.listen_after_bind();
+  http_->Run();
   MX_LOG(kInfo) << "stopped accepting requests; unloading models";
   {
     std::lock_guard<std::mutex> lock(idle_mu_);
@@ -159,7 +139,7 @@ void HttpServer::Stop() {
     stopping_ = true;
   }
   idle_cv_.notify_all();
-  http_.stop();
+  http_->Stop();
 }
 
 void HttpServer::IdleLoop() {
@@ -173,28 +153,129 @@ void HttpServer::IdleLoop() {
   }
 }
 
-void HttpServer::Dispatch(const std::string& pattern, const httplib::Request& req, httplib::Response& res) {
-  metrics_.CountRequest();
-  std::string allow;
-  for (const Route& r : routes_) {
-    if (r.pattern != pattern) continue;
-    if (r.method != req.method) {
-      allow += (allow.empty() ? "" : ", ") + r.method;
-      continue;
+namespace {
+
+// Matches `path` against `pattern`, segment by segment; a `{param}` segment
+// matches any non-empty segment, whose decoded text goes to *params.
+bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std::string>* params) {
+  params->clear();
+  while (!pattern.empty() || !path.empty()) {
+    if (pattern.empty() || path.empty() || pattern[0] != '/' || path[0] != '/') return false;
+    pattern.remove_prefix(1);
+    path.remove_prefix(1);
+    const std::string_view p = pattern.substr(0, pattern.find('/'));
+    const std::string_view s = path.substr(0, path.find('/'));
+    if (p.size() >= 2 && p.front() == '{' && p.back() == '}') {
+      std::string decoded;
+      if (s.empty() || !PercentDecode(s, &decoded)) return false;
+      params->push_back(std::move(decoded));
+    } else if (p != s) {
+      return false;
     }
-    if (r.mutates && !ctx_.options.admin_token.empty()) {
-      const std::string expected = "Bearer " + ctx_.options.admin_token;
-      if (req.get_header_value("Authorization") != expected) {
-        SendError(res, 401, "this route needs 'Authorization: Bearer <MATRICXON_ADMIN_TOKEN>'", "unauthorized");
-        return;
+    pattern.remove_prefix(p.size());
+    path.remove_prefix(s.size());
+  }
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string HttpServer::Refusal(const HttpRequest& req) const {
+  const ServerOptions& o = ctx_.options;
+  if (IsLoopbackHost(o.host) && req.has_header("host") && !LoopbackHostAllowed(req.header("host"), o.allowed_hosts)) {
+    return "this server listens on " + o.host +
+           " and answers only requests for a loopback host name (localhost, 127.0.0.1, [::1]) or one named in "
+           "MATRICXON_ALLOWED_HOSTS";
+  }
+  if (req.has_header("origin") && !OriginAllowed(req.header("origin"), o.allowed_origins)) {
+    return "requests from web pages of this origin are refused: add it to MATRICXON_ALLOWED_ORIGINS to allow them";
+  }
+  return "";
+}
+
+std::string HttpServer::ScrubPaths(std::string body) const {
+  // The folders as they appear inside JSON strings.
+  for (const std::string& dir : {ctx_.options.models_dir, ctx_.options.prompt_cache_dir}) {
+    if (dir.empty() || dir[0] != '/') continue;  // relative: as configured, nothing to hide
+    std::string quoted = Dump(Json(dir));
+    const std::string needle = quoted.substr(1, quoted.size() - 2);
+    const std::string label = dir == ctx_.options.models_dir ? "the models folder" : "the cache folder";
+    for (size_t at = body.find(needle); at != std::string::npos; at = body.find(needle, at)) {
+      size_t len = needle.size();
+      std::string with = label;
+      if (at + len < body.size() && body[at + len] == '/') {  // a file inside: its name is enough
+        ++len;
+        with = "";
       }
+      body.replace(at, len, with);
+      at += with.size();
     }
-    r.handler(req, res);
+  }
+  return body;
+}
+
+void HttpServer::Handle(HttpRequest& req, HttpResponse& res) {
+  metrics_.CountRequest();
+  if (const std::string why = Refusal(req); !why.empty()) {
+    SendError(res, 403, why, "forbidden");
     return;
   }
-  res.set_header("Allow", allow);
-  SendError(res, 405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
-            "method_not_allowed");
+  const std::string origin = req.header("origin");  // allowed when present
+  if (!origin.empty()) {
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
+  }
+  // The routes on this path, and the methods they take.
+  std::vector<std::string> methods;
+  const Route* route = nullptr;
+  std::vector<std::string> params, matched;
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const Route& r : routes_) {
+    if (!MatchPath(r.pattern, req.path, &params)) continue;
+    methods.push_back(r.method);
+    if (r.method == "GET") methods.push_back("HEAD");
+    if (r.method == method && route == nullptr) {
+      route = &r;
+      matched = params;
+    }
+  }
+  if (methods.empty()) {
+    SendError(res, 404, "no route for " + req.method + " " + req.path, "not_found");
+    return;
+  }
+  if (req.method == "OPTIONS" && !origin.empty()) {  // a CORS preflight from an allowed origin
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", Join(methods));
+    std::string asked = req.header("access-control-request-headers");
+    res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+    return;
+  }
+  if (route == nullptr) {
+    const std::string allow = Join(methods);
+    res.set_header("Allow", allow);
+    SendError(res, 405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
+              "method_not_allowed");
+    return;
+  }
+  if (route->mutates && !ctx_.options.admin_token.empty()) {
+    const std::string expected = "Bearer " + ctx_.options.admin_token;
+    if (req.header("authorization") != expected) {
+      SendError(res, 401, "this route needs 'Authorization: Bearer <MATRICXON_ADMIN_TOKEN>'", "unauthorized");
+      return;
+    }
+  }
+  req.matches.clear();
+  req.matches.push_back(req.path);
+  for (std::string& p : matched) req.matches.push_back(std::move(p));
+  route->handler(req, res);
+  if (res.status >= 400 && !res.stream) res.body = ScrubPaths(std::move(res.body));
 }
 
 }  // namespace mx::server

@@ -1,7 +1,14 @@
-// HttpServer: the HTTP listener (cpp-httplib) and the ONE route table.
-// Each route has a method, a path pattern, help text and whether it changes
-// state (admin routes that do need the bearer token when one is set). A path
-// asked for with a method it does not have gets 405 with an Allow header.
+// HttpServer: the ONE route table over the HTTP transport (http_transport.h).
+// Each route has a method, a path pattern (`{name}` matches one segment),
+// help text and whether it changes state (admin routes that do need the
+// bearer token when one is set). A path asked for with a method it does not
+// have gets 405 with an Allow header; HEAD runs a GET route without its body.
+//
+// Before any route: a request whose Origin is not allowed
+// (MATRICXON_ALLOWED_ORIGINS) gets 403, and so does one whose Host is not a
+// loopback name or address (or an allowed extra name) when the server
+// listens on loopback. CORS preflights (OPTIONS) are answered for allowed
+// origins only.
 //
 //   HttpServer server(options, env);
 //   MX_RETURN_IF_ERROR(server.Bind());      // port 0: any free port
@@ -18,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
-
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/saved_cache.h"
+#include "server/http_transport.h"
+#include "server/http_types.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/options.h"
@@ -41,11 +48,11 @@ struct ServerContext {
   PersistencePolicy policy;                  // guarded by policy_mu: the effective saved-cache policy
 };
 
-using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+using RouteHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
 struct Route {
   std::string method;   // GET, POST, PUT, DELETE
-  std::string pattern;  // httplib regex path, e.g. /api/models/([^/]+)/load
+  std::string pattern;  // e.g. /api/models/{name}/load: a {param} is one path segment
   std::string help;
   bool mutates = false;  // admin token required when set
   RouteHandler handler;
@@ -68,7 +75,10 @@ class HttpServer {
   HttpServer(ServerOptions options, Env* env);
   ~HttpServer();
 
-  // Binds host:port. IOError naming the address when that fails.
+  // Binds host:port, exclusively. IOError naming the address when that
+  // fails (e.g. the port is in use); InvalidArgument when the admin routes
+  // would be open (no admin token) on a non-loopback address and
+  // allow_open_admin is not set.
   Status Bind();
   int port() const { return port_; }
   // Serves until Stop(); then waits for replies in flight and unloads models
@@ -78,7 +88,12 @@ class HttpServer {
   const std::vector<Route>& routes() const { return routes_; }
 
  private:
-  void Dispatch(const std::string& pattern, const httplib::Request& req, httplib::Response& res);
+  // The transport's handler: checks Host and Origin, routes, answers.
+  void Handle(HttpRequest& req, HttpResponse& res);
+  // 403 text when Host or Origin refuse the request, "" when they allow it.
+  std::string Refusal(const HttpRequest& req) const;
+  // Error bodies never show the absolute folders the server was given.
+  std::string ScrubPaths(std::string body) const;
   void IdleLoop();
 
   // Opens the saved caches: the policy file wins over the environment.
@@ -89,7 +104,7 @@ class HttpServer {
   std::unique_ptr<ModelManager> models_;
   Metrics metrics_;
   std::vector<Route> routes_;
-  httplib::Server http_;
+  std::unique_ptr<HttpTransport> http_;
   int port_ = 0;
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
