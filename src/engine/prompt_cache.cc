@@ -126,8 +126,10 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
             " tokens from disk (a saved cache of " + std::to_string(n_entry) + " tokens, loaded in " +
             std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";
   // The whole saved chat now lives in RAM and goes back to disk when it
-  // leaves the pool; keeping the file too would only duplicate it.
-  if (cut == n_entry) disk_.store->Remove(m.entry.id);
+  // leaves the pool; keeping the file too would only duplicate it. So does
+  // a chat cut only inside its last reply (the same chat one turn later,
+  // its reply re-rendered by the template): the new turn supersedes it.
+  if (cut == n_entry || cut >= static_cast<int64_t>(m.entry.prompt_len)) disk_.store->Remove(m.entry.id);
   return true;
 }
 

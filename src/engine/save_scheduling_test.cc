@@ -213,6 +213,32 @@ TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved)
   EXPECT_TRUE(found_whole);
 }
 
+// A saved chat whose next prompt keeps all of its prompt but not its reply
+// (a regenerated reply; or a template that renders the reply differently)
+// is superseded by the new turn: its file goes, so the disk never holds the
+// same chat twice.
+TEST_F(SaveSchedulingTest, ASavedChatCutInsideItsReplyIsSuperseded) {
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
+  auto s = Make(0, store.get(), /*slots=*/1, Env::Default());
+  GenRequest a = Greedy(0, "a chat that is saved, then its reply is regenerated", 6);
+  Run(*s, a);
+  Run(*s, Greedy(0, "another chat takes the only slot", 2));
+  ASSERT_TRUE(store->WriteOne(ComputeModelBinding(*models_[0]->model, *models::Runner::Create(
+                                  *models_[0]->model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 512})
+                                  .value()->layout()),
+                              nullptr));
+  ASSERT_EQ(store->Usage().files, 1u);
+  GenRequest again = a;  // the same prompt, another reply so far
+  auto other = models_[0]->tokenizer->Encode(" zz qq", false, false);
+  again.prompt.insert(again.prompt.end(), other.begin(), other.end());
+  Reply r = Run(*s, again);
+  EXPECT_GE(r.last.cached_tokens, static_cast<int64_t>(a.prompt.size()));
+  EXPECT_EQ(store->Usage().files, 0u);  // the new turn supersedes the file
+  s.reset();
+  EXPECT_EQ(store->DrainAll(30000), 0u);
+  EXPECT_EQ(store->Usage().files, 2u);  // the new turn and the other chat, once each
+}
+
 // However far over its byte budget the queue is, no chat is dropped.
 TEST_F(SaveSchedulingTest, NothingIsDroppedOverTheQueueBudget) {
   auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) {

@@ -380,7 +380,7 @@ bool SavedCacheStore::WriteNode(const Node& node, bool paced, ThreadPool* pool) 
         return UrgentLocked();
       },
       node->queued_us + options_.defer_ms * 1000);
-  auto saved = d->Save({item.model, 0, 0}, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
+  auto saved = d->Save({item.model, 0, 0, static_cast<uint64_t>(std::max<int64_t>(item.prompt_len, 0))}, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
   const bool abandoned = !saved.ok() && node->abort;
   bool still_on = false;
   {

