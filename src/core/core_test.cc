@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "core/secure_compare.h"
+
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -169,6 +171,24 @@ TEST(EnvTest, AtomicWriteThenRead) {
   EXPECT_EQ(mapped.value()->size(), 5u);
   EXPECT_EQ(env->MapReadOnly(dir + "/missing").status().code(), Status::Code::kNotFound);
   ASSERT_TRUE(env->RemoveFile(path).ok());
+}
+
+}  // namespace
+}  // namespace mx
+
+namespace mx {
+namespace {
+
+TEST(ConstantTimeEqualsTest, EqualOnlyForTheSameBytes) {
+  EXPECT_TRUE(ConstantTimeEquals("Bearer s3cret", "Bearer s3cret"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer s3cret", "Bearer s3creT"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer s3cret", "Bearer s3cre"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer s3cret", "Bearer s3cretX"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer s3cret", ""));
+  // A candidate that repeats the secret (the cyclic read) is still different.
+  EXPECT_FALSE(ConstantTimeEquals("ab", "abab"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/logging.h"
+#include "core/secure_compare.h"
 #include "core/thread_pool.h"
 #include "server/http_util.h"
 #include "server/request_guard.h"
@@ -266,7 +267,7 @@ void HttpServer::Handle(HttpRequest& req, HttpResponse& res) {
   }
   if (route->mutates && !ctx_.options.admin_token.empty()) {
     const std::string expected = "Bearer " + ctx_.options.admin_token;
-    if (req.header("authorization") != expected) {
+    if (!ConstantTimeEquals(expected, req.header("authorization"))) {
       SendError(res, 401, "this route needs 'Authorization: Bearer <MATRICXON_ADMIN_TOKEN>'", "unauthorized");
       return;
     }
