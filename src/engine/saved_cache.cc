@@ -368,7 +368,19 @@ bool SavedCacheStore::WriteNode(const Node& node, bool paced, ThreadPool* pool) 
     }
     node->writing = true;
     ++node->readers;
+    ++writes_running_;
   }
+  // DrainAll waits for this write's log line and limits too, not only its file.
+  struct Done {
+    SavedCacheStore* store;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(store->mu_);
+        --store->writes_running_;
+      }
+      store->queue_cv_.notify_all();
+    }
+  } done{this};
   const uint64_t t0 = env_->NowMicros();
   const PendingSave& item = node->item;
   // Sealed straight from the state's own memory (no serialized copy).
@@ -521,7 +533,8 @@ size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return queue_.empty(); });
+  queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                     [&] { return queue_.empty() && writes_running_ == 0; });
   draining_ = false;
   const size_t left = queue_.size();
   if (left > 0) {

@@ -245,6 +245,7 @@ class SavedCacheStore {
   uint64_t queued_bytes_ = 0;                       // guarded by mu_
   uint64_t next_seq_ = 0;                           // guarded by mu_
   uint64_t writes_ = 0;                             // guarded by mu_
+  int writes_running_ = 0;                          // guarded by mu_: WriteNode calls in progress
   bool draining_ = false;                           // guarded by mu_: DrainAll runs
   bool stop_writer_ = false;                        // guarded by mu_
   bool over_budget_logged_ = false;                 // guarded by mu_
