@@ -26,9 +26,13 @@ void* Allocate(size_t n) {
 
 }  // namespace
 
-// The default operator delete frees with free(), which matches malloc.
+// Replaced in pairs, so that every delete matches its new (sanitizers check).
 void* operator new(size_t n) { return Allocate(n); }
 void* operator new[](size_t n) { return Allocate(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
 
 namespace mx::cache {
 namespace {
