@@ -243,7 +243,12 @@ TEST_F(SaveUnderLoadTest, AStateBiggerThanTheMemoryLeftFailsItsRequestOnly) {
       BinaryPath() + " make-model --out " + big +
       " --layers 8 --dim 512 --heads 8 --kv-heads 8 --ffn 512 --context 16384 --quiet";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  Start({"--ctx-size", "16384", "--prompt-cache-budget-mb", "8"});
+  // Under AddressSanitizer an allocation that fails aborts unless told to
+  // return null like the real allocator (no effect on other builds).
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  Start({"--ctx-size", "16384", "--prompt-cache-budget-mb", "8"},
+        {{"ASAN_OPTIONS", std::string(asan != nullptr ? std::string(asan) + ":" : "") +
+                              "allocator_may_return_null=1"}});
   ChatOn(port(), "wide", Opening(0), 2);  // loaded, threads started
   const uint64_t vm = VmSizeBytes(server_->pid());
   ASSERT_GT(vm, 0u);
