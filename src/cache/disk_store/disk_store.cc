@@ -194,6 +194,7 @@ ShiftMatch DiskStore::FindShift(const ModelBinding& model, std::span<const int32
   for (const auto& [id, e] : index_) {
     if (!(e.info.model == model)) continue;
     auto plan = PlanShift(e.tokens, tokens, min_kept);
+    if (plan && !KeepsTheLatestMessages(*plan, static_cast<int64_t>(e.info.prompt_len))) continue;
     if (plan && (!best.found || plan->reused() > best.plan.reused())) {
       best.found = true;
       best.entry = e.info;

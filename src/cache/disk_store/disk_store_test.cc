@@ -36,6 +36,40 @@ TEST_F(DiskStoreTest, SavedEntryLoadsBackExactly) {
   EXPECT_EQ(loaded->info.model, kModelA);
 }
 
+// The record keeps the prompt length (format version 2), and a context
+// shift from disk only takes a file whose chat the prompt trimmed (it keeps
+// the file's latest messages), never a chat matched in the middle.
+TEST_F(DiskStoreTest, ShiftFromDiskOnlyForATrimThatKeepsTheLatestMessages) {
+  std::vector<int32_t> chat = Tokens(0, 10);  // system, three messages, a reply
+  for (int32_t start : {100, 200, 300}) {
+    auto m = Tokens(start, 40);
+    chat.insert(chat.end(), m.begin(), m.end());
+  }
+  auto reply = Tokens(400, 10);
+  chat.insert(chat.end(), reply.begin(), reply.end());
+  auto info = store_->Save({kModelA, 0, 0, chat.size() - reply.size()}, chat, Payload(100, 1));
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->prompt_len, chat.size() - reply.size());
+  std::vector<int32_t> other = Tokens(0, 10);  // system, the second message, its own question
+  auto second = Tokens(200, 40);
+  other.insert(other.end(), second.begin(), second.end());
+  other.push_back(-9);
+  EXPECT_FALSE(store_->FindShift(kModelA, other, 16).found);
+  std::vector<int32_t> trimmed = Tokens(0, 10);  // the first message dropped
+  trimmed.insert(trimmed.end(), chat.begin() + 50, chat.end());
+  trimmed.push_back(-9);
+  ShiftMatch m = store_->FindShift(kModelA, trimmed, 16);
+  ASSERT_TRUE(m.found);
+  EXPECT_EQ(m.plan.drop_begin, 10);
+  EXPECT_EQ(m.plan.drop_end, 50);
+  // And the prompt length survives a restart (the start-up check reads it).
+  auto reopened = OpenStore(Env::Default(), key_);
+  reopened->StartupCheck();
+  auto list = reopened->List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].prompt_len, chat.size() - reply.size());
+}
+
 TEST_F(DiskStoreTest, SavedFileHasMode0600AndTheFolder0700) {
   SavedEntryInfo info = SaveOk(Tokens(1, 5), Payload(10, 1));
   struct stat st;

@@ -42,12 +42,7 @@ std::optional<LookupPlan> BestShift(std::span<const EntryInfo> entries, std::spa
     if (!s) continue;
     s->kept = std::min<int64_t>(s->kept, static_cast<int64_t>(prompt.size()) - 1 - s->drop_begin);
     if (s->kept <= 0 || s->reused() <= plain_reuse) continue;
-    // A client that trimmed its chat keeps its latest messages: the kept
-    // span reaches the end of the entry's prompt (and usually into the reply
-    // it generated). A prompt that matches only a stretch in the middle of
-    // the entry is another chat (e.g. a new chat whose first message is an
-    // earlier message of this one) and must not take this chat's state.
-    if (s->drop_end + s->kept < e.prompt_len) continue;
+    if (!KeepsTheLatestMessages(*s, e.prompt_len)) continue;
     if (best && s->reused() <= best->n_reuse) continue;
     LookupPlan plan;
     plan.kind = ReuseKind::kShiftInPlace;
@@ -174,6 +169,10 @@ std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<con
     if (b + kept == entry.size()) break;  // kept the whole rest of the entry: nothing longer exists
   }
   return best;
+}
+
+bool KeepsTheLatestMessages(const ShiftPlan& plan, int64_t entry_prompt_len) {
+  return plan.drop_end + plan.kept >= entry_prompt_len;
 }
 
 std::vector<int64_t> SnapshotPlan(int64_t prompt_len, int64_t n_reused, int64_t every, size_t max_count) {

@@ -65,6 +65,15 @@ struct ShiftPlan {
 std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
                                    int64_t min_kept = 16);
 
+// Whether `plan` is a trim its client made, for an entry whose first
+// `entry_prompt_len` tokens came from its last prompt: a client that trimmed
+// its chat keeps its latest messages, so the kept span reaches the end of
+// that prompt (and usually into the reply the entry generated). A prompt
+// that matches only a stretch in the middle of the entry is another chat
+// (e.g. a new chat whose first message is an earlier message of this one)
+// and must not take this chat's state.
+bool KeepsTheLatestMessages(const ShiftPlan& plan, int64_t entry_prompt_len);
+
 struct LookupPlan {
   ReuseKind kind = ReuseKind::kNone;
   uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
