@@ -16,6 +16,8 @@
 // positions [0, n) that its owner never rewrites while it holds the lease (the
 // owner only appends); callers that run leases on several threads must
 // guarantee that (the engine runs every lease of a model on its compute loop).
+// Acquire, Peek and Recharge also read the states of entries in use (their
+// sizes, their snapshots): call them on that same thread.
 #pragma once
 
 #include <algorithm>
@@ -130,6 +132,7 @@ class RamPool {
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      RefreshInUseLocked();
       std::vector<EntryInfo> infos = InfosLocked();
       LookupPlan plan = PlanLookup(infos, prompt, options_.lookup);
       ++counters_.lookups;
@@ -156,10 +159,19 @@ class RamPool {
         ++counters_.shifts;
       } else if (plan.kind == ReuseKind::kCopyPrefix) {
         const Entry& source = entries_.at(plan.entry_id);
-        MX_ASSIGN_OR_RETURN(std::unique_ptr<State> copy, Traits::CopyPrefix(*source.state, plan.n_reuse));
-        std::vector<int32_t> tokens(source.tokens.begin(), source.tokens.begin() + plan.n_reuse);
-        target = &NewEntryLocked(std::move(tokens), std::move(copy));
-        ++counters_.copies;
+        auto copy = Traits::CopyPrefix(*source.state, plan.n_reuse);
+        if (copy.ok()) {
+          std::vector<int32_t> tokens(source.tokens.begin(), source.tokens.begin() + plan.n_reuse);
+          target = &NewEntryLocked(std::move(tokens), std::move(copy).value());
+          ++counters_.copies;
+        } else {
+          // What another request did to that chat must never fail this
+          // one: start fresh and say why.
+          const std::string why = "the shared start could not be copied (" + copy.status().message() + ")";
+          plan = LookupPlan();
+          plan.why_none = why;
+          target = &NewEntryLocked({}, fresh_());
+        }
       } else {
         target = &NewEntryLocked({}, fresh_());
       }
@@ -182,8 +194,10 @@ class RamPool {
   // What Acquire(prompt) would reuse, without changing anything: the plan's
   // n_reuse and, when nothing, why (the disk level compares it with its own
   // best match before deciding where the state comes from).
-  LookupPlan Peek(std::span<const int32_t> prompt) const {
+  // REQUIRES (like Acquire): called on the thread that runs the leases.
+  LookupPlan Peek(std::span<const int32_t> prompt) {
     std::lock_guard<std::mutex> lock(mu_);
+    RefreshInUseLocked();
     std::vector<EntryInfo> infos = InfosLocked();
     return PlanLookup(infos, prompt, options_.lookup);
   }
@@ -289,6 +303,16 @@ class RamPool {
     uint64_t last_used_us = 0;
     bool in_use = false;
   };
+
+  // Entries in use change while their request runs: a recurrent state takes
+  // snapshots as it reads its prompt and drops its oldest past the limit.
+  // Planning reads their cut points as they are now, never as they were at
+  // their last commit. REQUIRES: mu_ held, on the thread that runs the leases.
+  void RefreshInUseLocked() {
+    for (auto& [id, e] : entries_) {
+      if (e.in_use) e.cut_points = Traits::CutPoints(*e.state);
+    }
+  }
 
   std::vector<EntryInfo> InfosLocked() const {
     std::vector<EntryInfo> infos;

@@ -212,5 +212,68 @@ TEST_F(RamPoolTest, RechargeCountsGrowthOfEntriesInUse) {
   lease->Commit(Seq(200, 230), 5);
 }
 
+// A recurrent stand-in: it can be cut or copied only at its snapshots,
+// which change while a request uses it (new ones push the oldest out).
+struct SnapState {
+  std::vector<int32_t> content;
+  std::vector<int64_t> snapshots;
+};
+struct SnapTraits {
+  static size_t Bytes(const SnapState& s) { return s.content.size(); }
+  static Result<std::unique_ptr<SnapState>> CopyPrefix(const SnapState& s, int64_t n) {
+    if (n != static_cast<int64_t>(s.content.size()) &&
+        std::find(s.snapshots.begin(), s.snapshots.end(), n) == s.snapshots.end()) {
+      return Status::InvalidArgument("no snapshot at " + std::to_string(n));
+    }
+    auto c = std::make_unique<SnapState>();
+    c->content.assign(s.content.begin(), s.content.begin() + n);
+    return c;
+  }
+  static std::vector<int64_t> CutPoints(const SnapState& s) { return s.snapshots; }
+  static Status RemoveSpan(SnapState&, int64_t, int64_t) { return Status::NotSupported("recurrent"); }
+  static Status Truncate(SnapState& s, int64_t n) {
+    s.content.resize(static_cast<size_t>(n));
+    return Status::Ok();
+  }
+};
+
+// Chat X continues in place and its new snapshots push out the one chat Y
+// would copy: Y plans from X's snapshots as they are now (no cut within the
+// shared start: a fresh state), never fails because of what X did.
+TEST(RamPoolRecurrentTest, PlansFromTheSnapshotsAnEntryInUseHasNow) {
+  using SnapPool = RamPool<SnapState, SnapTraits>;
+  RamPoolOptions o;
+  o.limits = {4, 1 << 20};
+  o.lookup.recurrent = true;
+  uint64_t now = 0;
+  SnapPool pool(o, [] { return std::make_unique<SnapState>(); }, [&] { return ++now; });
+  std::vector<int32_t> x = Seq(0, 40);
+  auto first = pool.Acquire(x);
+  ASSERT_TRUE(first.ok());
+  first->state().content = x;
+  first->state().snapshots = {8, 16, 32};
+  first->Commit(x, 40);
+  std::vector<int32_t> x_next = Seq(0, 80);  // X's next turn, in place
+  auto lx = pool.Acquire(x_next);
+  ASSERT_TRUE(lx.ok());
+  EXPECT_EQ(lx->n_reused(), 40);
+  lx->state().snapshots = {32, 48, 64};  // reading on: 8 and 16 pushed out
+  std::vector<int32_t> y = Seq(0, 20);
+  y.push_back(-1);
+  y.push_back(-2);
+  EXPECT_EQ(pool.Peek(y).n_reuse, 0);
+  auto ly = pool.Acquire(y);
+  ASSERT_TRUE(ly.ok()) << ly.status().ToString();
+  EXPECT_EQ(ly->n_reused(), 0);
+  EXPECT_TRUE(ly->state().content.empty());
+  // With a snapshot that is still there, Y copies it.
+  std::vector<int32_t> z = Seq(0, 35);
+  z.push_back(-3);
+  auto lz = pool.Acquire(z);
+  ASSERT_TRUE(lz.ok());
+  EXPECT_EQ(lz->n_reused(), 32);
+  EXPECT_EQ(lz->state().content, Seq(0, 32));
+}
+
 }  // namespace
 }  // namespace mx::cache
