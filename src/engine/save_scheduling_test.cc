@@ -77,6 +77,7 @@ class SaveSchedulingTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       models::SyntheticSpec spec;
       spec.seed = 10 + i;
+      spec.n_ctx = 8192;  // room for a reply that lasts until the test ends it
       const std::string path = *base_ + "/m" + std::to_string(i) + ".gguf";
       ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, path).ok());
       auto lm = LoadedModel::Load(Env::Default(), path, {});
@@ -223,10 +224,14 @@ TEST_F(SaveSchedulingTest, ASavedChatCutInsideItsReplyIsSuperseded) {
   GenRequest a = Greedy(0, "a chat that is saved, then its reply is regenerated", 6);
   Run(*s, a);
   Run(*s, Greedy(0, "another chat takes the only slot", 2));
-  ASSERT_TRUE(store->WriteOne(ComputeModelBinding(*models_[0]->model, *models::Runner::Create(
-                                  *models_[0]->model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 512})
-                                  .value()->layout()),
-                              nullptr));
+  ASSERT_TRUE(store->WriteOne(
+      ComputeModelBinding(
+          *models_[0]->model,
+          *models::Runner::Create(*models_[0]->model,
+                                  {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 512})
+               .value()
+               ->layout()),
+      nullptr));
   ASSERT_EQ(store->Usage().files, 1u);
   GenRequest again = a;  // the same prompt, another reply so far
   auto other = models_[0]->tokenizer->Encode(" zz qq", false, false);
@@ -261,21 +266,23 @@ TEST_F(SaveSchedulingTest, SavesWaitWhileAnyModelReplies) {
   WriteLog log;
   auto store = OpenStore(&log, [](SavedCacheOptions& o) { o.defer_ms = 600000; });
   log.gate = &store->gate();
-  auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/2048);
+  auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/8192);
   auto m1 = Make(1, store.get(), /*slots=*/1, &log);
-  GenRequest long_reply = Greedy(0, "a long reply on model zero", 1900);
-  auto stream = m0->Submit(long_reply);
+  // Model 0 replies until the test cancels it (8000 tokens at most).
+  auto stream = m0->Submit(Greedy(0, "a long reply on model zero", 8000));
   GenEvent first;
   ASSERT_TRUE(stream->Next(&first));  // model 0 is replying
   Run(*m1, Greedy(1, "model one, first chat", 3));
   Reply evicting = Run(*m1, Greedy(1, "model one, second chat", 3));  // the first one is queued
+  // The queued chat waits all through the reply (it cannot have been
+  // written: the queue still holds it), then the reply ends.
+  EXPECT_EQ(store->Usage().queued, 1u);
+  EXPECT_EQ(store->Usage().writes, 0u);
+  stream->Cancel();
   Reply r0 = Collect(*stream);
-  ASSERT_LT(evicting.last.time_us, r0.last.time_us)
-      << "model 0's reply must outlast model 1's chats";
-  for (int i = 0; i < 500 && store->Usage().writes == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(store->Usage().writes, 1u);
+  ASSERT_EQ(r0.last.finish_reason, "cancelled") << "model 0's reply must outlast model 1's chats";
+  ASSERT_LT(evicting.last.time_us, r0.last.time_us);
+  ASSERT_EQ(store->WaitForWrites(1, 30000), 1u);
   for (uint64_t t : log.Times()) {
     EXPECT_FALSE(t > first.time_us && t < r0.last.time_us)
         << "a write at " << t << " us inside model 0's reply [" << first.time_us << ", "
@@ -291,22 +298,22 @@ TEST_F(SaveSchedulingTest, UnderLoadSavesRunBetweenForwardPasses) {
   WriteLog log;
   auto store = OpenStore(&log, [](SavedCacheOptions& o) { o.defer_ms = 0; });
   log.gate = &store->gate();
-  auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/2048);
+  auto m0 = Make(0, store.get(), 4, &log, /*n_ctx=*/8192);
   auto m1 = Make(1, store.get(), /*slots=*/1, &log);
-  auto stream = m0->Submit(Greedy(0, "model zero keeps replying", 1900));
+  // Model 0 replies until the test cancels it (8000 tokens at most).
+  auto stream = m0->Submit(Greedy(0, "model zero keeps replying", 8000));
   GenEvent first;
   ASSERT_TRUE(stream->Next(&first));
   for (int i = 0; i < 4; ++i) Run(*m1, Greedy(1, "model one chat " + std::to_string(i), 3));
-  // Wait for the three queued chats while model 0 still replies.
-  for (int i = 0; i < 1000 && store->Usage().writes < 3 && m0->active() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  const uint64_t writes_during_reply = store->Usage().writes;
+  // The three chats that left model 1's pool are written while model 0
+  // still replies.
+  const uint64_t writes_during_reply = store->WaitForWrites(3, 60000);
   const bool still_replying = m0->active() > 0;
+  stream->Cancel();
   Reply r0 = Collect(*stream);
   ASSERT_TRUE(still_replying) << "model 0's reply ended before the writes could be observed";
-  EXPECT_EQ(writes_during_reply, 3u)
-      << "queued " << store->Usage().queued << ", active " << m0->active();
+  EXPECT_EQ(r0.last.finish_reason, "cancelled");
+  EXPECT_EQ(writes_during_reply, 3u) << "queued " << store->Usage().queued;
   EXPECT_GT(store->Usage().gate.busy_slices, 0u);
   EXPECT_GT(log.appends.load(), 0);
   EXPECT_EQ(log.appends_during_steps.load(), 0);

@@ -550,6 +550,12 @@ size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
   return left;
 }
 
+uint64_t SavedCacheStore::WaitForWrites(uint64_t n, uint64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return writes_ >= n; });
+  return writes_;
+}
+
 QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {
   QueuedMatch best;
   std::lock_guard<std::mutex> lock(mu_);

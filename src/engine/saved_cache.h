@@ -170,6 +170,10 @@ class SavedCacheStore {
   // Returns the number of states that were not written.
   size_t DrainAll(uint64_t timeout_ms);
 
+  // Waits until at least `n` files were written since the store opened
+  // (SavedCacheUsage::writes), for at most timeout_ms; returns the count.
+  uint64_t WaitForWrites(uint64_t n, uint64_t timeout_ms);
+
   // --- Queued states serve prompts (they are still in RAM).
   QueuedMatch FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
   // Takes queued state `seq` back (its write is abandoned, waiting at most

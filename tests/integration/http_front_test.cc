@@ -487,12 +487,23 @@ TEST_F(HttpFrontTest, NamesCannotForgeLogLinesOrMetricSeries) {
   Exchange(port(), "POST /api/models/" + encoded + "/unload HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   fs::remove(*dir_ + "/models/" + evil + ".gguf");
   // CR/LF/NUL from the URL never reach the log raw.
+  auto count_404 = [&] {
+    size_t n = 0;
+    const std::string log = server_->Log();
+    for (size_t at = log.find("-> 404"); at != std::string::npos; at = log.find("-> 404", at + 1)) ++n;
+    return n;
+  };
+  const size_t logged_404 = count_404();
   r = Exchange(port(), "POST /api/models/x%0D%0A2026-01-01T00:00:00.000Z%20INFO%20forged%00/load HTTP/1.1\r\n"
                        "Host: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 404) << r;
   // Errors name the model, not the absolute folder it was looked for in.
   EXPECT_EQ(BodyOf(r).find(*dir_), std::string::npos) << r;
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The request's log line is written after its reply: wait for it.
+  for (int i = 0; i < 200 && count_404() == logged_404; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(count_404(), logged_404) << server_->Log();
   const std::string log = server_->Log();
   std::istringstream log_lines(log);
   for (std::string line; std::getline(log_lines, line);) {
@@ -534,6 +545,12 @@ class DisconnectTest : public ::testing::Test {
     if (!j.is_object()) return -1;
     return j["models"][0]["active_requests"].get<int>();
   }
+  // Waits until the request just sent holds the slot (gives up after 10 s).
+  static void WaitUntilActive() {
+    const auto t0 = Clock::now();
+    while (Active() != 1 && MsSince(t0) < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(Active(), 1);
+  }
   // Milliseconds until active_requests is 0 (gives up after 3 s).
   static double MsUntilIdle() {
     const auto t0 = Clock::now();
@@ -557,8 +574,7 @@ ServerProcess* DisconnectTest::server_ = nullptr;
 TEST_F(DisconnectTest, WhileGeneratingAWholeReply) {
   Raw c(port());
   ASSERT_TRUE(c.Send(Chat(1500, false)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  ASSERT_EQ(Active(), 1);
+  WaitUntilActive();
   c.Close();
   EXPECT_LT(MsUntilIdle(), 1000);
   EXPECT_EQ(StatusOf(Exchange(port(), Chat(2, false))), 200);
@@ -586,8 +602,7 @@ TEST_F(DisconnectTest, WhileReadingThePrompt) {
   const size_t before = Count(server_->Log(), "request cancelled after 0 generated tokens");
   Raw c(port());
   ASSERT_TRUE(c.Send(Chat(4, false, text)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  ASSERT_EQ(Active(), 1);
+  WaitUntilActive();  // reading its prompt now: that takes seconds
   c.Close();
   EXPECT_LT(MsUntilIdle(), 1000);
   EXPECT_EQ(Count(server_->Log(), "request cancelled after 0 generated tokens"), before + 1) << server_->Log();
