@@ -80,11 +80,13 @@ class WorkerPool {
   void Submit(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
-    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
+    // Idle threads that were notified but have not taken their task yet
+    // still count as idle: compare with the tasks waiting, or a request can
+    // queue behind a long one (a reply) with no thread to run it.
+    if (static_cast<int>(tasks_.size()) > idle_ && static_cast<int>(threads_.size()) < max_threads_) {
       threads_.emplace_back([this] { Work(); });
-    } else {
-      cv_.notify_one();
     }
+    cv_.notify_one();
   }
   // Runs the queued tasks to the end and stops the threads.
   void Join() {

@@ -549,7 +549,7 @@ class DisconnectTest : public ::testing::Test {
   static void WaitUntilActive() {
     const auto t0 = Clock::now();
     while (Active() != 1 && MsSince(t0) < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_EQ(Active(), 1);
+    ASSERT_EQ(Active(), 1) << server_->Log();
   }
   // Milliseconds until active_requests is 0 (gives up after 3 s).
   static double MsUntilIdle() {
