@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/http_types.h"
+
 namespace mx::server {
 namespace {
 
@@ -19,20 +21,6 @@ bool IsTokenChar(unsigned char c) {
 
 bool IsToken(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return IsTokenChar(static_cast<unsigned char>(c)); });
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Strips the line's LF and an optional CR before it.
@@ -53,8 +41,8 @@ int HexValue(char c) {
 bool ListHas(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     size_t comma = list.find(',');
-    std::string_view item = Trim(list.substr(0, comma));
-    if (Lower(item) == token) return true;
+    std::string_view item = TrimOws(list.substr(0, comma));
+    if (AsciiLower(item) == token) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
@@ -124,7 +112,7 @@ size_t RequestParser::Feed(std::string_view data) {
         if (!complete) break;
         std::string_view line = Chomp(line_);
         line = line.substr(0, line.find(';'));  // chunk extensions are skipped
-        line = Trim(line);
+        line = TrimOws(line);
         if (line.empty() || line.size() > 16) {
           Fail(400, "bad chunk size line");
           break;
@@ -353,7 +341,7 @@ bool RequestParser::ParseHeaderLine(std::string_view line) {
     Fail(400, "malformed header field");
     return false;
   }
-  std::string_view value = Trim(line.substr(colon + 1));
+  std::string_view value = TrimOws(line.substr(colon + 1));
   for (char c : value) {
     const auto u = static_cast<unsigned char>(c);
     if ((u < 0x20 && u != '\t') || u == 0x7f) {
@@ -365,7 +353,7 @@ bool RequestParser::ParseHeaderLine(std::string_view line) {
     Fail(431, "too many header fields (at most " + std::to_string(limits_.max_headers) + ")");
     return false;
   }
-  req_.headers.emplace_back(Lower(line.substr(0, colon)), std::string(value));
+  req_.headers.emplace_back(AsciiLower(line.substr(0, colon)), std::string(value));
   return true;
 }
 
@@ -392,7 +380,7 @@ void RequestParser::ApplyFraming() {
     } else if (name == "host") {
       ++hosts;
     } else if (name == "expect") {
-      if (Lower(value) != "100-continue") {
+      if (AsciiLower(value) != "100-continue") {
         Fail(417, "only 'Expect: 100-continue' is understood");
         return;
       }
@@ -413,7 +401,7 @@ void RequestParser::ApplyFraming() {
       Fail(400, "a request may not carry both Content-Length and Transfer-Encoding");
       return;
     }
-    if (Lower(*transfer_encoding) != "chunked" || req_.version_minor == 0) {
+    if (AsciiLower(*transfer_encoding) != "chunked" || req_.version_minor == 0) {
       Fail(501, "only 'Transfer-Encoding: chunked' is understood");
       return;
     }

@@ -19,6 +19,12 @@
 
 namespace mx::server {
 
+// ASCII lower case (header names, schemes, hosts; HTTP is case-insensitive
+// only over ASCII).
+std::string AsciiLower(std::string_view s);
+// Without leading and trailing spaces and tabs (HTTP's optional whitespace).
+std::string_view TrimOws(std::string_view s);
+
 // Shared between the transport (which sees the socket) and the worker that
 // answers the request: whether the client went away, and what to run then.
 // Thread-safety: all methods may be called from any thread.

@@ -4,22 +4,10 @@
 
 #include <algorithm>
 
+#include "server/http_types.h"
+
 namespace mx::server {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 bool ValidHostName(std::string_view h) {
   if (h.empty() || h.size() > 253) return false;
@@ -37,7 +25,7 @@ std::vector<std::string_view> SplitList(std::string_view value) {
   std::vector<std::string_view> out;
   while (true) {
     const size_t comma = value.find(',');
-    std::string_view item = Trim(value.substr(0, comma));
+    std::string_view item = TrimOws(value.substr(0, comma));
     if (!item.empty()) out.push_back(item);
     if (comma == std::string_view::npos) break;
     value.remove_prefix(comma + 1);
@@ -48,7 +36,7 @@ std::vector<std::string_view> SplitList(std::string_view value) {
 }  // namespace
 
 bool IsLoopbackHost(std::string_view host) {
-  std::string h = Lower(host);
+  std::string h = AsciiLower(host);
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
   if (!h.empty() && h.back() == '.') h.pop_back();
   if (h == "localhost") return true;
@@ -60,7 +48,7 @@ bool IsLoopbackHost(std::string_view host) {
 }
 
 std::string HostOfHostField(std::string_view value) {
-  std::string v = Lower(Trim(value));
+  std::string v = AsciiLower(TrimOws(value));
   if (v.empty()) return "";
   std::string host;
   if (v[0] == '[') {
@@ -89,7 +77,7 @@ bool LoopbackHostAllowed(std::string_view host_field, const std::vector<std::str
 }
 
 std::string NormalizeOrigin(std::string_view origin) {
-  std::string o = Lower(Trim(origin));
+  std::string o = AsciiLower(TrimOws(origin));
   if (!o.empty() && o.back() == '/') o.pop_back();
   size_t scheme_end = o.find("://");
   if (scheme_end == std::string::npos) return "";
@@ -129,7 +117,7 @@ Result<std::vector<std::string>> ParseOriginList(const std::string& name, const 
 Result<std::vector<std::string>> ParseHostList(const std::string& name, const std::string& value) {
   std::vector<std::string> out;
   for (std::string_view item : SplitList(value)) {
-    std::string h = Lower(item);
+    std::string h = AsciiLower(item);
     if (!h.empty() && h.back() == '.') h.pop_back();
     if (!ValidHostName(h)) {
       return Status::InvalidArgument(name + ": '" + std::string(item) +
