@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/percentile.h"
 #include "core/env.h"
 
 namespace mx::cli {
@@ -331,13 +332,6 @@ const std::vector<FlagSpec> kLoadFlags = {
     {"cache", "false", "true: each client's requests are the turns of one growing chat with the prompt cache on "
                        "(chats leave a small pool and are saved while others reply); false: fresh prompts, cache off"},
 };
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
-  return v[i];
-}
 
 // N clients at once, each sending `requests` chats in a row (different
 // prompts, cache off so every request reads its prompt; or, with --cache,

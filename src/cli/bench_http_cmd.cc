@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/percentile.h"
 
 namespace mx::cli {
 namespace {
@@ -126,11 +127,6 @@ HealthResult RunHealth(const std::string& host, int port, int connections, doubl
   for (auto& v : lat) r.latencies_ms.insert(r.latencies_ms.end(), v.begin(), v.end());
   std::sort(r.latencies_ms.begin(), r.latencies_ms.end());
   return r;
-}
-
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())))];
 }
 
 // One streaming completion, read to the end (Connection: close). Returns the
