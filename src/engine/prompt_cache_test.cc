@@ -18,6 +18,31 @@
 namespace mx::engine {
 namespace {
 
+// Random token ids below 4000, from a fixed seed.
+class TokenSource {
+ public:
+  explicit TokenSource(uint32_t seed) : rng_(seed) {}
+  std::vector<int32_t> operator()(int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng_() % 4000);
+    return t;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+// A chat to trim: a 12-token system prompt, then five 40-token turns.
+void FiveTurnChat(TokenSource& random_tokens, std::vector<int32_t>* system,
+                  std::vector<std::vector<int32_t>>* turns, std::vector<int32_t>* chat) {
+  *system = random_tokens(12);
+  *chat = *system;
+  for (int i = 0; i < 5; ++i) {
+    turns->push_back(random_tokens(40));
+    chat->insert(chat->end(), turns->back().begin(), turns->back().end());
+  }
+}
+
 // How far state a's logits are from state b's: reads prompt_a[from_a:] into
 // a and prompt_b[from_b:] into b, then feeds both the same tokens (b's greedy
 // choices, so the two always see the same continuation) and compares their
@@ -247,18 +272,10 @@ TEST_P(PromptCacheTest, TrimmedChatKeepsItsCacheThroughAShift) {
     PromptCacheOptions options;
     options.context_shift = shift_on;
     PromptCache cache(*runner_, options, Env::Default());
-    std::mt19937 rng(99);
-    auto random_tokens = [&](int n) {
-      std::vector<int32_t> t(static_cast<size_t>(n));
-      for (auto& x : t) x = static_cast<int32_t>(rng() % 4000);
-      return t;
-    };
-    std::vector<int32_t> system = random_tokens(12), chat = system;
+    TokenSource random_tokens(99);
+    std::vector<int32_t> system, chat;
     std::vector<std::vector<int32_t>> turns;
-    for (int i = 0; i < 5; ++i) {
-      turns.push_back(random_tokens(40));
-      chat.insert(chat.end(), turns.back().begin(), turns.back().end());
-    }
+    FiveTurnChat(random_tokens, &system, &turns, &chat);
     auto t1 = cache.Start(chat, true, false);
     ASSERT_TRUE(t1.ok());
     Generate({&t1->state()}, {chat}, {0}, 1);
@@ -327,18 +344,10 @@ TEST(PromptCacheShiftTest, ShiftIsExactOnAOneLayerModel) {
   PromptCacheOptions options;
   options.context_shift = true;
   PromptCache cache(**runner, options, Env::Default());
-  std::mt19937 rng(7);
-  auto random_tokens = [&](int n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = static_cast<int32_t>(rng() % 4000);
-    return t;
-  };
-  std::vector<int32_t> system = random_tokens(12), chat = system;
+  TokenSource random_tokens(7);
+  std::vector<int32_t> system, chat;
   std::vector<std::vector<int32_t>> turns;
-  for (int i = 0; i < 5; ++i) {
-    turns.push_back(random_tokens(40));
-    chat.insert(chat.end(), turns.back().begin(), turns.back().end());
-  }
+  FiveTurnChat(random_tokens, &system, &turns, &chat);
   {
     auto t1 = cache.Start(chat, true, false);
     ASSERT_TRUE(t1.ok());
