@@ -284,8 +284,4 @@ bool PromptCache::WriteOnePending() {
   return disk_.store->WriteOne(disk_.binding, disk_.io_pool);
 }
 
-bool PromptCache::HasPendingWrites() const {
-  return disk_.store != nullptr && disk_.store->HasPending(disk_.binding);
-}
-
 }  // namespace mx::engine

@@ -108,10 +108,10 @@ class PromptCache {
   // After a forward pass: the pool counts what in-use states hold now and
   // evicts idle entries if that is over its budget.
   void Recharge();
-  // The compute loop is idle: writes one queued state of this model.
-  // False when none was queued.
+  // Writes one queued state of this model now, on the calling thread (the
+  // server's writer thread does this otherwise; tools and tests). False
+  // when none was queued. REQUIRES: no request of this model runs.
   bool WriteOnePending();
-  bool HasPendingWrites() const;
 
   SequencePool& pool() { return pool_; }
   const SequencePool& pool() const { return pool_; }
