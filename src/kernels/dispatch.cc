@@ -167,6 +167,11 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
 
 void Silu(float* x, int64_t n) { internal::Ops().silu(x, n); }
 
+void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
+               int64_t d_k, int64_t d_v, float* delta, float* out) {
+  internal::Ops().delta_rule(s, k, v, q, decay, beta, d_k, d_v, delta, out);
+}
+
 void AttentionRow(const float* q, int n_head, const KvView& kv, int64_t n_pos, float scale,
                   float* out, float* scratch) {
   const int64_t hd = kv.head_dim;

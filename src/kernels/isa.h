@@ -91,6 +91,9 @@ struct IsaOps {
   void (*attention_rows)(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
                          const int64_t* n_pos, float scale, float* out, int64_t ldo,
                          float* scratch);
+  // kernels.h DeltaRule.
+  void (*delta_rule)(float* s, const float* k, const float* v, const float* q, float decay,
+                     float beta, int64_t d_k, int64_t d_v, float* delta, float* out);
 };
 
 const IsaOps& ScalarOps();

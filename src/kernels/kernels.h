@@ -166,6 +166,14 @@ inline constexpr int64_t AttentionScratchFloats(int64_t max_pos, int64_t head_di
 void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
                    const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch);
 
+// One token of the gated delta rule for one value head (Gated DeltaNet):
+//   S = decay * S;  delta = beta * (v - S^T k);  S = S + k delta^T;  out = S^T q
+// S: [d_k][d_v] row-major (row = key dim); k, q: [d_k]; v, out: [d_v];
+// delta: [d_v] scratch. Each column of S^T k and S^T q is summed over the
+// key dims in order 0..d_k-1, so a token's result depends only on its inputs
+// and S. Single-threaded; the caller parallelises over heads.
+void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
+               int64_t d_k, int64_t d_v, float* delta, float* out);
 // Writes n f32 values to a KV row of `type` (F16 rounds to nearest even).
 void StoreKvRow(DType type, const float* src, int64_t n, uint8_t* dst);
 // Reads n values of a KV row of `type` into f32.

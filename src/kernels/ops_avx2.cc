@@ -279,6 +279,48 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
   }
 }
 
+// ------------------------------------------------------------ delta rule
+
+// Columns [c0, c0 + 32) of S (fewer at the tail, masked): 4 vectors of 8.
+void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
+               int64_t d_k, int64_t d_v, float* delta, float* out) {
+  const __m256 vdecay = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(beta);
+  for (int64_t c0 = 0; c0 < d_v; c0 += 32) {
+    __m256i m[4];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t left = d_v - c0 - 8 * j;
+      m[j] = avx2::FirstLanes(left >= 8 ? 8 : left > 0 ? left : 0);
+    }
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t r = 0; r < d_k; ++r) {
+      const float* row = s + r * d_v + c0;
+      const __m256 kr = _mm256_set1_ps(k[r]);
+      for (int j = 0; j < 4; ++j) {
+        acc[j] = _mm256_fmadd_ps(kr, _mm256_maskload_ps(row + 8 * j, m[j]), acc[j]);
+      }
+    }
+    __m256 d[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 vv = _mm256_maskload_ps(v + c0 + 8 * j, m[j]);
+      d[j] = _mm256_mul_ps(vbeta, _mm256_sub_ps(vv, _mm256_mul_ps(vdecay, acc[j])));
+      _mm256_maskstore_ps(delta + c0 + 8 * j, m[j], d[j]);
+      acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t r = 0; r < d_k; ++r) {
+      float* row = s + r * d_v + c0;
+      const __m256 kr = _mm256_set1_ps(k[r]), qr = _mm256_set1_ps(q[r]);
+      for (int j = 0; j < 4; ++j) {
+        const __m256 old = _mm256_maskload_ps(row + 8 * j, m[j]);
+        const __m256 nw = _mm256_fmadd_ps(kr, d[j], _mm256_mul_ps(vdecay, old));
+        _mm256_maskstore_ps(row + 8 * j, m[j], nw);
+        acc[j] = _mm256_fmadd_ps(qr, nw, acc[j]);
+      }
+    }
+    for (int j = 0; j < 4; ++j) _mm256_maskstore_ps(out + c0 + 8 * j, m[j], acc[j]);
+  }
+}
+
 int64_t DirectMaxTokens(DType type) {
   switch (type) {
     case DType::kF32:
@@ -307,6 +349,7 @@ const IsaOps kAvx2Ops = {
     .swiglu = SwiGlu,
     .silu = Silu,
     .attention_rows = AttentionRows,
+    .delta_rule = DeltaRule,
 };
 
 }  // namespace

@@ -537,6 +537,48 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
 // Measured on the 2-core Xeon: F16/BF16 convert in registers faster than
 // through a panel at every batch size; F32 panels win above ~16 tokens
 // (aligned loads). (Quantized weights never reach gemm: integer path.)
+// ------------------------------------------------------------ delta rule
+
+// Columns [c0, c0 + 64) of S (fewer at the tail, masked): 4 vectors of 16.
+void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
+               int64_t d_k, int64_t d_v, float* delta, float* out) {
+  const __m512 vdecay = _mm512_set1_ps(decay), vbeta = _mm512_set1_ps(beta);
+  for (int64_t c0 = 0; c0 < d_v; c0 += 64) {
+    __mmask16 m[4];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t left = d_v - c0 - 16 * j;
+      m[j] = left >= 16 ? static_cast<__mmask16>(0xFFFF) : left > 0 ? FirstLanes(left) : 0;
+    }
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t r = 0; r < d_k; ++r) {
+      const float* row = s + r * d_v + c0;
+      const __m512 kr = _mm512_set1_ps(k[r]);
+      for (int j = 0; j < 4; ++j) {
+        acc[j] = _mm512_fmadd_ps(kr, _mm512_maskz_loadu_ps(m[j], row + 16 * j), acc[j]);
+      }
+    }
+    __m512 d[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512 vv = _mm512_maskz_loadu_ps(m[j], v + c0 + 16 * j);
+      d[j] = _mm512_mul_ps(vbeta, _mm512_sub_ps(vv, _mm512_mul_ps(vdecay, acc[j])));
+      _mm512_mask_storeu_ps(delta + c0 + 16 * j, m[j], d[j]);
+      acc[j] = _mm512_setzero_ps();
+    }
+    for (int64_t r = 0; r < d_k; ++r) {
+      float* row = s + r * d_v + c0;
+      const __m512 kr = _mm512_set1_ps(k[r]), qr = _mm512_set1_ps(q[r]);
+      for (int j = 0; j < 4; ++j) {
+        const __m512 old = _mm512_maskz_loadu_ps(m[j], row + 16 * j);
+        const __m512 nw = _mm512_fmadd_ps(kr, d[j], _mm512_mul_ps(vdecay, old));
+        _mm512_mask_storeu_ps(row + 16 * j, m[j], nw);
+        acc[j] = _mm512_fmadd_ps(qr, nw, acc[j]);
+      }
+    }
+    for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(out + c0 + 16 * j, m[j], acc[j]);
+  }
+}
+
 int64_t DirectMaxTokens(DType type) {
   switch (type) {
     case DType::kF32:
@@ -565,6 +607,7 @@ const IsaOps kAvx512Ops = {
     .swiglu = SwiGlu,
     .silu = Silu,
     .attention_rows = AttentionRows,
+    .delta_rule = DeltaRule,
 };
 
 }  // namespace

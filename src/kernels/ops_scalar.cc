@@ -142,6 +142,26 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
   }
 }
 
+void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
+               int64_t d_k, int64_t d_v, float* delta, float* out) {
+  // S^T k of the old state; the decay is applied to the sum.
+  for (int64_t c = 0; c < d_v; ++c) delta[c] = 0.0f;
+  for (int64_t r = 0; r < d_k; ++r) {
+    const float* row = s + r * d_v;
+    for (int64_t c = 0; c < d_v; ++c) delta[c] += k[r] * row[c];
+  }
+  for (int64_t c = 0; c < d_v; ++c) delta[c] = beta * (v[c] - decay * delta[c]);
+  // Decay, write and read in one pass.
+  for (int64_t c = 0; c < d_v; ++c) out[c] = 0.0f;
+  for (int64_t r = 0; r < d_k; ++r) {
+    float* row = s + r * d_v;
+    for (int64_t c = 0; c < d_v; ++c) {
+      row[c] = decay * row[c] + k[r] * delta[c];
+      out[c] += q[r] * row[c];
+    }
+  }
+}
+
 int64_t DirectMaxTokens(DType type) { return type == DType::kF32 ? 16 : 0; }
 
 const IsaOps kScalarOps = {
@@ -160,6 +180,7 @@ const IsaOps kScalarOps = {
     .swiglu = SwiGlu,
     .silu = Silu,
     .attention_rows = AttentionRows,
+    .delta_rule = DeltaRule,
 };
 
 }  // namespace

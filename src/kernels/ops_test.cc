@@ -201,6 +201,72 @@ TEST_P(OpsTest, SwiGluAndSiluMatchDouble) {
   EXPECT_EQ(special[3], 0.0f);
 }
 
+// ------------------------------------------------------------ delta rule
+
+// S = decay S; delta = beta (v - S^T k); S += k delta^T; out = S^T q, in double.
+void DeltaRuleRef(std::vector<double>& s, const std::vector<float>& k, const std::vector<float>& v,
+                  const std::vector<float>& q, double decay, double beta, int64_t dk, int64_t dv,
+                  std::vector<double>* out) {
+  for (double& x : s) x *= decay;
+  std::vector<double> delta(static_cast<size_t>(dv));
+  for (int64_t c = 0; c < dv; ++c) {
+    double kv = 0;
+    for (int64_t r = 0; r < dk; ++r) kv += s[static_cast<size_t>(r * dv + c)] * k[static_cast<size_t>(r)];
+    delta[static_cast<size_t>(c)] = beta * (v[static_cast<size_t>(c)] - kv);
+  }
+  out->assign(static_cast<size_t>(dv), 0.0);
+  for (int64_t r = 0; r < dk; ++r) {
+    for (int64_t c = 0; c < dv; ++c) {
+      double& x = s[static_cast<size_t>(r * dv + c)];
+      x += k[static_cast<size_t>(r)] * delta[static_cast<size_t>(c)];
+      (*out)[static_cast<size_t>(c)] += q[static_cast<size_t>(r)] * x;
+    }
+  }
+}
+
+TEST_P(OpsTest, DeltaRuleMatchesDoubleOverManySteps) {
+  // Shapes with tails on every path (16-, 8- and 64-wide blocks) and the
+  // real ones (32 x 32 in the reference model, 128 x 128 in Qwen 3.5).
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{32, 32}, {128, 128}, {5, 3}, {17, 70}, {64, 129}}) {
+    SCOPED_TRACE(std::to_string(dk) + " x " + std::to_string(dv));
+    std::vector<float> s(static_cast<size_t>(dk * dv), 0.0f);
+    std::vector<double> s_ref(s.size(), 0.0);
+    std::vector<float> delta(static_cast<size_t>(dv)), out(static_cast<size_t>(dv));
+    std::vector<double> out_ref;
+    for (int step = 0; step < 20; ++step) {
+      // Unit-norm k and q as the mixer feeds them (l2-normalised).
+      std::vector<float> k = RandomVec(dk, 100 + step), q = RandomVec(dk, 200 + step);
+      for (auto* x : {&k, &q}) {
+        double n2 = 0;
+        for (float f : *x) n2 += static_cast<double>(f) * f;
+        for (float& f : *x) f = static_cast<float>(f / std::sqrt(n2));
+      }
+      const std::vector<float> v = RandomVec(dv, 300 + step);
+      const float decay = 0.5f + 0.025f * static_cast<float>(step), beta = 0.9f - 0.03f * static_cast<float>(step);
+      DeltaRule(s.data(), k.data(), v.data(), q.data(), decay, beta, dk, dv, delta.data(), out.data());
+      DeltaRuleRef(s_ref, k, v, q, decay, beta, dk, dv, &out_ref);
+      for (int64_t c = 0; c < dv; ++c) {
+        ASSERT_NEAR(out[static_cast<size_t>(c)], out_ref[static_cast<size_t>(c)], 2e-5) << "step " << step << " col " << c;
+      }
+    }
+    for (size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], s_ref[i], 2e-5) << "state " << i;
+  }
+}
+
+TEST_P(OpsTest, DeltaRuleDoesNotTouchColumnsPastTheRow) {
+  // A state row of 70 values inside a larger buffer: nothing after it changes.
+  const int64_t dk = 3, dv = 70;
+  std::vector<float> buf(static_cast<size_t>(dk * dv + 64), 7.0f);
+  const std::vector<float> k = RandomVec(dk, 1), q = RandomVec(dk, 2), v = RandomVec(dv, 3);
+  std::vector<float> delta(static_cast<size_t>(dv) + 64, 5.0f), out(static_cast<size_t>(dv) + 64, 5.0f);
+  DeltaRule(buf.data(), k.data(), v.data(), q.data(), 0.9f, 0.5f, dk, dv, delta.data(), out.data());
+  for (size_t i = static_cast<size_t>(dk * dv); i < buf.size(); ++i) ASSERT_EQ(buf[i], 7.0f) << i;
+  for (size_t i = static_cast<size_t>(dv); i < out.size(); ++i) {
+    ASSERT_EQ(out[i], 5.0f) << i;
+    ASSERT_EQ(delta[i], 5.0f) << i;
+  }
+}
+
 TEST_P(OpsTest, VectorOpsDoNotDependOnPositionInTheArray) {
   // SwiGlu over a whole batch must give each element the value it gets alone
   // (batch invariance for the FFN), whether it lands in a full vector or a tail.

@@ -22,28 +22,34 @@ namespace mx::models {
 
 using kernels::Matrix;
 
+// A layer's tensors; which ones are set depends on its mixer and FFN.
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [n_embd]
-  // Attention (kAttentionFfn, kAttention)
-  Matrix wq;                     // [n_embd] -> [n_head * head_dim]
+  std::vector<float> attn_norm;  // [n_embd] (before the mixer)
+  // Attention (kAttention, kGatedAttention)
+  Matrix wq;                     // [n_embd] -> [n_head * head_dim] (gated: [n_head * 2 * head_dim],
+                                 //   per head [q (head_dim) | gate (head_dim)])
   Matrix wk;                     // [n_embd] -> [n_kv_head * head_dim]
   Matrix wv;                     // [n_embd] -> [n_kv_head * head_dim]
   Matrix wo;                     // [n_head * head_dim] -> [n_embd]
   std::vector<float> bq, bk, bv;  // qwen2 biases, empty otherwise
-  std::vector<float> q_norm, k_norm;  // qwen3 [head_dim], empty otherwise
-  // Feed-forward (kAttentionFfn: SwiGLU; kMlp: up/down only)
-  std::vector<float> ffn_norm;   // [n_embd] (kAttentionFfn)
+  std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMS norms (qwen3, qwen35), else empty
+  // Feed-forward (kSwiGlu: gate/up/down; kReluSquared: up/down)
+  std::vector<float> ffn_norm;   // [n_embd] (before the FFN)
   Matrix w_gate;                 // [n_embd] -> [n_ff]
   Matrix w_up;                   // [n_embd] -> [n_ff]
   Matrix w_down;                 // [n_ff] -> [n_embd]
-  // Mamba2 (kMamba2)
-  Matrix ssm_in;                 // [n_embd] -> [2*d_inner + 2*G*d_state + H]
+  // Recurrent mixers (kMamba2, kDeltaNet); C = conv channels, H = ssm_n_head
+  Matrix ssm_in;                 // Mamba2: [n_embd] -> [2*d_inner + 2*G*d_state + H]
+  Matrix ssm_qkv;                // DeltaNet: [n_embd] -> [C] (q | k | v)
+  Matrix ssm_gate;               // DeltaNet: [n_embd] -> [d_inner] (z)
+  Matrix ssm_alpha;              // DeltaNet: [n_embd] -> [H] (decay input)
+  Matrix ssm_beta;               // DeltaNet: [n_embd] -> [H] (write strength)
   std::vector<float> ssm_conv_w;  // [C, d_conv] (channel-major, k = 0 oldest)
-  std::vector<float> ssm_conv_b;  // [C]
+  std::vector<float> ssm_conv_b;  // [C] (zeros when the file has none)
   std::vector<float> ssm_dt_bias;  // [H]
   std::vector<float> ssm_a;       // [H] (already -exp(A_log))
-  std::vector<float> ssm_d;       // [H]
-  std::vector<float> ssm_norm;    // [d_inner] (G groups of d_inner/G)
+  std::vector<float> ssm_d;       // [H] (Mamba2)
+  std::vector<float> ssm_norm;    // Mamba2: [d_inner] (G groups); DeltaNet: [d_inner / H]
   Matrix ssm_out;                // [d_inner] -> [n_embd]
 };
 
@@ -82,7 +88,6 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
-  friend class WeightBinder;
 };
 
 }  // namespace mx::models

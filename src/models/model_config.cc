@@ -2,12 +2,14 @@
 
 #include <string>
 
-namespace mx::models {
-namespace {
+#include "models/architecture.h"
+#include "models/config_keys.h"
 
-// Reads "{arch}.{suffix}" as an integer, or `fallback` when absent (fallback < 0 = required).
-Result<int64_t> ArchInt(const gguf::GgufFile& f, const std::string& arch, const std::string& suffix,
-                        int64_t fallback) {
+namespace mx::models {
+namespace config_keys {
+
+Result<int64_t> Int(const gguf::GgufFile& f, const std::string& arch, const std::string& suffix,
+                    int64_t fallback) {
   std::string key = arch + "." + suffix;
   if (f.Find(key) == nullptr) {
     if (fallback >= 0) return fallback;
@@ -16,8 +18,8 @@ Result<int64_t> ArchInt(const gguf::GgufFile& f, const std::string& arch, const 
   return f.GetInt(key);
 }
 
-Result<double> ArchFloat(const gguf::GgufFile& f, const std::string& arch, const std::string& suffix,
-                         double fallback) {
+Result<double> Float(const gguf::GgufFile& f, const std::string& arch, const std::string& suffix,
+                     double fallback) {
   std::string key = arch + "." + suffix;
   if (f.Find(key) == nullptr) return fallback;
   return f.GetFloat(key);
@@ -31,7 +33,33 @@ Status Positive(const std::string& what, int64_t v, int64_t max) {
   return Status::Ok();
 }
 
-}  // namespace
+Status ReadSsmSizes(const gguf::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  MX_ASSIGN_OR_RETURN(c.ssm_d_conv, Int(f, arch, "ssm.conv_kernel", -1));
+  MX_ASSIGN_OR_RETURN(c.ssm_d_inner, Int(f, arch, "ssm.inner_size", -1));
+  MX_ASSIGN_OR_RETURN(c.ssm_d_state, Int(f, arch, "ssm.state_size", -1));
+  MX_ASSIGN_OR_RETURN(c.ssm_n_head, Int(f, arch, "ssm.time_step_rank", -1));
+  MX_ASSIGN_OR_RETURN(c.ssm_n_group, Int(f, arch, "ssm.group_count", -1));
+  MX_RETURN_IF_ERROR(Positive(arch + ".ssm.conv_kernel", c.ssm_d_conv, 64));
+  MX_RETURN_IF_ERROR(Positive(arch + ".ssm.inner_size", c.ssm_d_inner, kMaxDim));
+  MX_RETURN_IF_ERROR(Positive(arch + ".ssm.state_size", c.ssm_d_state, 4096));
+  MX_RETURN_IF_ERROR(Positive(arch + ".ssm.time_step_rank", c.ssm_n_head, 4096));
+  MX_RETURN_IF_ERROR(Positive(arch + ".ssm.group_count", c.ssm_n_group, 4096));
+  if (c.ssm_d_inner % c.ssm_n_head != 0 || c.ssm_n_head % c.ssm_n_group != 0 ||
+      c.ssm_d_inner % c.ssm_n_group != 0) {
+    return Status::InvalidArgument(arch + ": ssm.inner_size " + std::to_string(c.ssm_d_inner) +
+                                   ", time_step_rank " + std::to_string(c.ssm_n_head) +
+                                   " and group_count " + std::to_string(c.ssm_n_group) +
+                                   " do not divide evenly");
+  }
+  return Status::Ok();
+}
+
+}  // namespace config_keys
+
+using config_keys::Float;
+using config_keys::Int;
+using config_keys::kMaxDim;
+using config_keys::Positive;
 
 const char* ArchName(Arch arch) {
   switch (arch) {
@@ -39,6 +67,18 @@ const char* ArchName(Arch arch) {
     case Arch::kQwen2: return "qwen2";
     case Arch::kQwen3: return "qwen3";
     case Arch::kNemotronH: return "nemotron_h";
+    case Arch::kQwen35: return "qwen35";
+  }
+  return "?";
+}
+
+const char* MixerName(Mixer mixer) {
+  switch (mixer) {
+    case Mixer::kNone: return "none";
+    case Mixer::kAttention: return "attention";
+    case Mixer::kGatedAttention: return "gated attention";
+    case Mixer::kMamba2: return "Mamba2";
+    case Mixer::kDeltaNet: return "Gated DeltaNet";
   }
   return "?";
 }
@@ -51,29 +91,22 @@ int64_t ModelConfig::n_attention_layers() const {
 
 int64_t ModelConfig::n_recurrent_layers() const {
   int64_t n = 0;
-  for (const auto& l : layers) n += l.kind == LayerKind::kMamba2 ? 1 : 0;
+  for (const auto& l : layers) n += l.is_recurrent() ? 1 : 0;
   return n;
 }
 
 Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   ModelConfig c;
   MX_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
-  if (arch == "llama") {
-    c.arch = Arch::kLlama;
-  } else if (arch == "qwen2") {
-    c.arch = Arch::kQwen2;
-  } else if (arch == "qwen3") {
-    c.arch = Arch::kQwen3;
-  } else if (arch == "nemotron_h") {
-    c.arch = Arch::kNemotronH;
-  } else {
-    return Status::NotSupported("architecture '" + arch +
-                                "' is not supported (supported: llama, qwen2, qwen3, nemotron_h)");
+  const Architecture* family = FindArchitecture(arch);
+  if (family == nullptr) {
+    return Status::NotSupported("architecture '" + arch + "' is not supported (supported: " +
+                                SupportedArchitectureNames() + ")");
   }
-  constexpr int64_t kMaxDim = 1 << 20;
-  MX_ASSIGN_OR_RETURN(c.n_embd, ArchInt(f, arch, "embedding_length", -1));
-  MX_ASSIGN_OR_RETURN(c.n_layer, ArchInt(f, arch, "block_count", -1));
-  MX_ASSIGN_OR_RETURN(c.n_ctx_train, ArchInt(f, arch, "context_length", 4096));
+  c.arch = family->arch;
+  MX_ASSIGN_OR_RETURN(c.n_embd, Int(f, arch, "embedding_length", -1));
+  MX_ASSIGN_OR_RETURN(c.n_layer, Int(f, arch, "block_count", -1));
+  MX_ASSIGN_OR_RETURN(c.n_ctx_train, Int(f, arch, "context_length", 4096));
   MX_RETURN_IF_ERROR(Positive(arch + ".embedding_length", c.n_embd, kMaxDim));
   MX_RETURN_IF_ERROR(Positive(arch + ".block_count", c.n_layer, 4096));
   MX_RETURN_IF_ERROR(Positive(arch + ".context_length", c.n_ctx_train, int64_t{1} << 24));
@@ -88,17 +121,18 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   }
   MX_ASSIGN_OR_RETURN(auto n_ff, f.GetIntArrayOrScalar(arch + ".feed_forward_length", n_layer));
 
-  int64_t head0 = n_head.empty() ? 0 : n_head[0];
+  int64_t head0 = 0;
+  for (int64_t h : n_head) head0 = head0 > 0 ? head0 : h;
   MX_RETURN_IF_ERROR(Positive(arch + ".attention.head_count", head0, 4096));
-  MX_ASSIGN_OR_RETURN(c.head_dim_k, ArchInt(f, arch, "attention.key_length", c.n_embd / head0));
-  MX_ASSIGN_OR_RETURN(c.head_dim_v, ArchInt(f, arch, "attention.value_length", c.head_dim_k));
+  MX_ASSIGN_OR_RETURN(c.head_dim_k, Int(f, arch, "attention.key_length", c.n_embd / head0));
+  MX_ASSIGN_OR_RETURN(c.head_dim_v, Int(f, arch, "attention.value_length", c.head_dim_k));
   MX_RETURN_IF_ERROR(Positive(arch + ".attention.key_length", c.head_dim_k, 4096));
   MX_RETURN_IF_ERROR(Positive(arch + ".attention.value_length", c.head_dim_v, 4096));
   if (c.head_dim_k != c.head_dim_v) {
     return Status::NotSupported("key_length " + std::to_string(c.head_dim_k) +
                                 " != value_length " + std::to_string(c.head_dim_v));
   }
-  MX_ASSIGN_OR_RETURN(double eps, ArchFloat(f, arch, "attention.layer_norm_rms_epsilon", 1e-5));
+  MX_ASSIGN_OR_RETURN(double eps, Float(f, arch, "attention.layer_norm_rms_epsilon", 1e-5));
   if (!(eps > 0 && eps < 1)) {
     return Status::InvalidArgument(arch + ".attention.layer_norm_rms_epsilon = " +
                                    std::to_string(eps) + ", expected in (0, 1)");
@@ -111,47 +145,20 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     l.n_head = static_cast<int>(n_head[i]);
     l.n_kv_head = static_cast<int>(n_kv_head[i]);
     l.n_ff = static_cast<int>(n_ff[i]);
-    std::string where = arch + " layer " + std::to_string(i) + ": ";
-    if (c.arch == Arch::kNemotronH) {
-      if (n_kv_head[i] == 0 && n_ff[i] == 0) {
-        l.kind = LayerKind::kMamba2;
-      } else if (n_ff[i] > 0) {
-        l.kind = LayerKind::kMlp;
-      } else {
-        l.kind = LayerKind::kAttention;
-      }
-    } else {
-      l.kind = LayerKind::kAttentionFfn;
-      if (n_ff[i] <= 0 || n_ff[i] > kMaxDim) {
-        return Status::InvalidArgument(where + "feed_forward_length = " + std::to_string(n_ff[i]));
-      }
-    }
-    if (l.has_attention()) {
-      if (n_head[i] <= 0 || n_kv_head[i] <= 0 || n_head[i] % n_kv_head[i] != 0 || n_head[i] > 4096) {
-        return Status::InvalidArgument(where + "head_count " + std::to_string(n_head[i]) +
-                                       " must be a positive multiple of head_count_kv " +
-                                       std::to_string(n_kv_head[i]));
-      }
+    if (n_ff[i] < 0 || n_ff[i] > kMaxDim) {
+      return Status::InvalidArgument(arch + " layer " + std::to_string(i) +
+                                     ": feed_forward_length = " + std::to_string(n_ff[i]));
     }
   }
 
-  // RoPE.
-  c.use_rope = c.arch != Arch::kNemotronH;
-  c.rope.mode = c.arch == Arch::kLlama ? kernels::RopeMode::kNormal : kernels::RopeMode::kNeox;
-  MX_ASSIGN_OR_RETURN(int64_t n_rot, ArchInt(f, arch, "rope.dimension_count", c.head_dim_k));
-  if (c.use_rope && (n_rot <= 0 || n_rot > c.head_dim_k || n_rot % 2 != 0)) {
-    return Status::InvalidArgument(arch + ".rope.dimension_count = " + std::to_string(n_rot) +
-                                   ", expected an even number in 2.." +
-                                   std::to_string(c.head_dim_k));
-  }
-  c.rope.n_rot = static_cast<int>(n_rot);
-  MX_ASSIGN_OR_RETURN(double base, ArchFloat(f, arch, "rope.freq_base", 10000.0));
+  // RoPE: base and linear scaling (the family sets mode and dims).
+  MX_ASSIGN_OR_RETURN(double base, Float(f, arch, "rope.freq_base", 10000.0));
   c.rope.freq_base = static_cast<float>(base);
   std::string scaling = "linear";
   if (f.Find(arch + ".rope.scaling.type") != nullptr) {
     MX_ASSIGN_OR_RETURN(scaling, f.GetString(arch + ".rope.scaling.type"));
   }
-  MX_ASSIGN_OR_RETURN(double factor, ArchFloat(f, arch, "rope.scaling.factor", 0.0));
+  MX_ASSIGN_OR_RETURN(double factor, Float(f, arch, "rope.scaling.factor", 0.0));
   if (scaling != "none" && scaling != "linear") {
     if (factor != 0.0 && factor != 1.0) {
       return Status::NotSupported(arch + ".rope.scaling.type '" + scaling + "' is not supported");
@@ -161,28 +168,29 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
     return Status::NotSupported("rope_freqs.weight (Llama 3.1 frequency factors) is not supported yet");
   }
+  MX_ASSIGN_OR_RETURN(int64_t n_rot, Int(f, arch, "rope.dimension_count", c.head_dim_k));
+  c.rope.n_rot = static_cast<int>(n_rot);
 
-  c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3;
+  MX_RETURN_IF_ERROR(family->configure(f, c));
 
-  if (c.arch == Arch::kNemotronH) {
-    MX_ASSIGN_OR_RETURN(c.ssm_d_conv, ArchInt(f, arch, "ssm.conv_kernel", -1));
-    MX_ASSIGN_OR_RETURN(c.ssm_d_inner, ArchInt(f, arch, "ssm.inner_size", -1));
-    MX_ASSIGN_OR_RETURN(c.ssm_d_state, ArchInt(f, arch, "ssm.state_size", -1));
-    MX_ASSIGN_OR_RETURN(c.ssm_n_head, ArchInt(f, arch, "ssm.time_step_rank", -1));
-    MX_ASSIGN_OR_RETURN(c.ssm_n_group, ArchInt(f, arch, "ssm.group_count", -1));
-    MX_RETURN_IF_ERROR(Positive(arch + ".ssm.conv_kernel", c.ssm_d_conv, 64));
-    MX_RETURN_IF_ERROR(Positive(arch + ".ssm.inner_size", c.ssm_d_inner, kMaxDim));
-    MX_RETURN_IF_ERROR(Positive(arch + ".ssm.state_size", c.ssm_d_state, 4096));
-    MX_RETURN_IF_ERROR(Positive(arch + ".ssm.time_step_rank", c.ssm_n_head, 4096));
-    MX_RETURN_IF_ERROR(Positive(arch + ".ssm.group_count", c.ssm_n_group, 4096));
-    if (c.ssm_d_inner % c.ssm_n_head != 0 || c.ssm_n_head % c.ssm_n_group != 0 ||
-        c.ssm_d_inner % c.ssm_n_group != 0) {
-      return Status::InvalidArgument(arch + ": ssm.inner_size " + std::to_string(c.ssm_d_inner) +
-                                     ", time_step_rank " + std::to_string(c.ssm_n_head) +
-                                     " and group_count " + std::to_string(c.ssm_n_group) +
-                                     " do not divide evenly");
+  // Every layer's heads, whatever the family decided.
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerConfig& l = c.layers[i];
+    std::string where = arch + " layer " + std::to_string(i) + ": ";
+    if (l.has_attention() &&
+        (l.n_head <= 0 || l.n_kv_head <= 0 || l.n_head % l.n_kv_head != 0 || l.n_head > 4096)) {
+      return Status::InvalidArgument(where + "head_count " + std::to_string(l.n_head) +
+                                     " must be a positive multiple of head_count_kv " +
+                                     std::to_string(l.n_kv_head));
     }
+    if (l.ffn != Ffn::kNone && l.n_ff <= 0) {
+      return Status::InvalidArgument(where + "feed_forward_length = " + std::to_string(l.n_ff));
+    }
+  }
+  if (c.use_rope && (c.rope.n_rot <= 0 || c.rope.n_rot > c.head_dim_k || c.rope.n_rot % 2 != 0)) {
+    return Status::InvalidArgument(arch + ".rope.dimension_count = " +
+                                   std::to_string(c.rope.n_rot) + ", expected an even number in 2.." +
+                                   std::to_string(c.head_dim_k));
   }
 
   // Vocabulary size: the token list (the tokenizer validates it further).

@@ -13,24 +13,39 @@
 
 namespace mx::models {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH };
+enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35 };
 const char* ArchName(Arch arch);
 
-enum class LayerKind {
-  kAttentionFfn,  // dense transformer block: attention then SwiGLU FFN
-  kAttention,     // attention only (nemotron_h)
-  kMamba2,        // Mamba2 mixer (nemotron_h)
-  kMlp,           // up -> ReLU^2 -> down (nemotron_h)
+// What a layer does to the residual stream x, in two steps:
+//   x += Mixer(rms(x, attn_norm));   x += Ffn(rms(x, ffn_norm))
+// (either step may be absent). Each architecture file (arch_*.cc) says which
+// mixer and FFN its layers have; the runner has one block per kind.
+enum class Mixer {
+  kNone,
+  kAttention,       // causal softmax attention with GQA, optional RoPE / biases / q-k norms
+  kGatedAttention,  // attention whose output is multiplied by sigmoid(gate) (qwen35)
+  kMamba2,          // Mamba2 selective state space mixer (nemotron_h)
+  kDeltaNet,        // Gated DeltaNet linear attention (qwen35)
 };
+enum class Ffn {
+  kNone,
+  kSwiGlu,       // down(silu(gate x) * up x)
+  kReluSquared,  // down(relu(up x)^2) (nemotron_h)
+};
+const char* MixerName(Mixer mixer);
 
 struct LayerConfig {
-  LayerKind kind = LayerKind::kAttentionFfn;
+  Mixer mixer = Mixer::kAttention;
+  Ffn ffn = Ffn::kSwiGlu;
   int n_head = 0;
   int n_kv_head = 0;
   int n_ff = 0;
   bool has_attention() const {
-    return kind == LayerKind::kAttentionFfn || kind == LayerKind::kAttention;
+    return mixer == Mixer::kAttention || mixer == Mixer::kGatedAttention;
   }
+  // Layers whose state is a fixed-size recurrent state (conv window + SSM /
+  // DeltaNet matrix) instead of KV rows.
+  bool is_recurrent() const { return mixer == Mixer::kMamba2 || mixer == Mixer::kDeltaNet; }
 };
 
 struct ModelConfig {
@@ -44,18 +59,32 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   bool use_rope = true;
   kernels::RopeParams rope;  // n_rot, base, scale, mode
+  // Multi-section RoPE (qwen35 IMRoPE): dims per position component
+  // [t, h, w, extra]. For text every component is the token position, which
+  // makes it the plain NeoX rotation of the first n_rot dims. Empty otherwise.
+  std::vector<int> rope_sections;
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // output head = token_embd (decided from the tensors)
   std::vector<LayerConfig> layers;  // [n_layer]
 
-  // Mamba2 (nemotron_h); zero for dense models.
+  // Recurrent mixers; zero for dense models. Both kinds convolve C =
+  // ssm_conv_channels() channels over ssm_d_conv taps and keep a state of
+  // ssm_d_state * ssm_d_inner floats per layer.
+  //   Mamba2 (nemotron_h): d_inner = n_head * head dim; n_group groups of B/C
+  //     with d_state each; channels = x | B | C.
+  //   DeltaNet (qwen35): n_group key heads of d_state dims (q and k), n_head
+  //     value heads of d_inner / n_head dims; channels = q | k | v; state per
+  //     value head [d_state key dims][value head dim].
   int64_t ssm_d_conv = 0;
   int64_t ssm_d_inner = 0;
   int64_t ssm_d_state = 0;
   int64_t ssm_n_head = 0;
   int64_t ssm_n_group = 0;
   int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
+  // Draft (multi-token prediction) blocks at the end of the file that the
+  // normal forward pass skips (qwen35 nextn_predict_layers).
+  int64_t n_nextn_layers = 0;
 
   int64_t n_attention_layers() const;
   int64_t n_recurrent_layers() const;

@@ -116,22 +116,37 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
     if (s.size() < scratch_floats) s.resize(scratch_floats);
   }
 
+  // Each sequence's entries, in order, for the recurrent mixers.
+  seq_entries_.clear();
+  {
+    std::unordered_map<SequenceState*, size_t> index;
+    for (int64_t i = 0; i < n; ++i) {
+      auto [it, inserted] = index.try_emplace(plan_[static_cast<size_t>(i)].seq, seq_entries_.size());
+      if (inserted) seq_entries_.emplace_back();
+      seq_entries_[it->second].push_back(i);
+    }
+  }
+
+  // The layers (architecture.h): x += Mixer(rms(x)); x += Ffn(rms(x)).
   size_t attn_index = 0, rec_index = 0;
   for (size_t l = 0; l < c.layers.size(); ++l) {
-    switch (c.layers[l].kind) {
-      case LayerKind::kAttentionFfn:
-        AttentionLayer(l, attn_index++, n);
-        FfnLayer(l, n, /*gated=*/true);
-        break;
-      case LayerKind::kAttention:
-        AttentionLayer(l, attn_index++, n);
-        break;
-      case LayerKind::kMlp:
-        FfnLayer(l, n, /*gated=*/false);
-        break;
-      case LayerKind::kMamba2:
-        Mamba2Layer(l, rec_index++, n);
-        break;
+    const LayerConfig& lc = c.layers[l];
+    const LayerWeights& w = model_.layer(static_cast<int64_t>(l));
+    if (lc.mixer != Mixer::kNone) {
+      Norm(w.attn_norm, n);
+      switch (lc.mixer) {
+        case Mixer::kAttention:
+        case Mixer::kGatedAttention: AttentionMixer(l, attn_index++, n); break;
+        case Mixer::kMamba2: Mamba2Mixer(l, rec_index++, n); break;
+        case Mixer::kDeltaNet: DeltaNetMixer(l, rec_index++, n); break;
+        case Mixer::kNone: break;
+      }
+      kernels::Add(out_.data(), n * e, x_.data());
+    }
+    if (lc.ffn != Ffn::kNone) {
+      Norm(w.ffn_norm, n);
+      FfnBlock(l, n);
+      kernels::Add(out_.data(), n * e, x_.data());
     }
   }
 
@@ -141,95 +156,20 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
   return Status::Ok();
 }
 
-void Runner::AttentionLayer(size_t layer, size_t attn_index, int64_t n) {
+void Runner::Norm(const std::vector<float>& w, int64_t n) {
   const ModelConfig& c = model_.config();
-  const LayerConfig& lc = c.layers[layer];
-  const LayerWeights& w = model_.layer(static_cast<int64_t>(layer));
-  const int64_t e = c.n_embd, hd = c.head_dim_k;
-  const int64_t q_dim = lc.n_head * hd, kv_dim = lc.n_kv_head * hd;
-
+  const int64_t e = c.n_embd;
   for (int64_t i = 0; i < n; ++i) {
-    kernels::RmsNorm(&x_[i * e], w.attn_norm.data(), e, c.rms_eps, &h_[i * e]);
+    kernels::RmsNorm(&x_[i * e], w.data(), e, c.rms_eps, &h_[i * e]);
   }
-  q_.resize(static_cast<size_t>(n * q_dim));
-  k_.resize(static_cast<size_t>(n * kv_dim));
-  v_.resize(static_cast<size_t>(n * kv_dim));
-  const kernels::MatMulJob qkv[] = {{w.wq, h_.data(), e, n, q_.data(), q_dim},
-                                     {w.wk, h_.data(), e, n, k_.data(), kv_dim},
-                                     {w.wv, h_.data(), e, n, v_.data(), kv_dim}};
-  kernels::MatMuls(qkv, &pool_);
-
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = &q_[i * q_dim];
-    float* k = &k_[i * kv_dim];
-    float* v = &v_[i * kv_dim];
-    if (c.qkv_bias) {
-      kernels::Add(w.bq.data(), q_dim, q);
-      kernels::Add(w.bk.data(), kv_dim, k);
-      kernels::Add(w.bv.data(), kv_dim, v);
-    }
-    if (c.qk_norm) {
-      for (int h = 0; h < lc.n_head; ++h) kernels::RmsNorm(q + h * hd, w.q_norm.data(), hd, c.rms_eps, q + h * hd);
-      for (int h = 0; h < lc.n_kv_head; ++h) kernels::RmsNorm(k + h * hd, w.k_norm.data(), hd, c.rms_eps, k + h * hd);
-    }
-    const int64_t pos = plan_[static_cast<size_t>(i)].pos;
-    if (c.use_rope) {
-      kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, pos);
-      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, pos);
-    }
-    SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
-    kernels::StoreKvRow(layout_->kv_type, k, kv_dim, seq->k_row(attn_index, pos));
-    kernels::StoreKvRow(layout_->kv_type, v, kv_dim, seq->v_row(attn_index, pos));
-  }
-
-  // Attention: one task per (query tile, kv head) — the tile's queries and
-  // the heads sharing that kv head read its K/V rows together — or, when
-  // that gives fewer tasks than threads (generation of one sequence with one
-  // kv head), one task per (query tile, head). Each query reads only its own sequence's
-  // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
-  att_.resize(static_cast<size_t>(n * q_dim));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t row_bytes = layout_->kv_row_bytes(attn_index);
-  const size_t elt = layout_->kv_type == DType::kF16 ? 2 : 4;
-  const int group = lc.n_head / lc.n_kv_head;
-  const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
-  const int per_tile =
-      n_tiles * lc.n_kv_head >= static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head
-                                                                        : lc.n_head;
-  const int heads_per_task = lc.n_head / per_tile;
-  pool_.ParallelFor(n_tiles * per_tile, [&](int64_t task, int thread) {
-    const QueryTile& tile = query_tiles_[static_cast<size_t>(task / per_tile)];
-    const int h0 = static_cast<int>(task % per_tile) * heads_per_task;
-    const SequenceState* seq = plan_[static_cast<size_t>(tile.first)].seq;
-    const size_t head_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * elt;
-    kernels::KvView kv;
-    kv.type = layout_->kv_type;
-    kv.k = seq->k_data(attn_index) + head_off;
-    kv.v = seq->v_data(attn_index) + head_off;
-    kv.row_bytes = row_bytes;
-    kv.n_kv_head = 1;
-    kv.head_dim = static_cast<int>(hd);
-    const int64_t first = tile.first * q_dim + h0 * hd;
-    kernels::AttentionRows(&q_[static_cast<size_t>(first)], q_dim, tile.n_q, heads_per_task, kv,
-                           &n_pos_[static_cast<size_t>(tile.first)], scale,
-                           &att_[static_cast<size_t>(first)], q_dim,
-                           att_scratch_[static_cast<size_t>(thread)].data());
-  });
-
-  kernels::MatMul(w.wo, att_.data(), q_dim, n, out_.data(), e, &pool_);
-  kernels::Add(out_.data(), n * e, x_.data());
 }
 
-void Runner::FfnLayer(size_t layer, int64_t n, bool gated) {
+void Runner::FfnBlock(size_t layer, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layer(static_cast<int64_t>(layer));
   const int64_t e = c.n_embd, ff = c.layers[layer].n_ff;
-  const std::vector<float>& norm = gated ? w.ffn_norm : w.attn_norm;
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::RmsNorm(&x_[i * e], norm.data(), e, c.rms_eps, &h_[i * e]);
-  }
   ff1_.resize(static_cast<size_t>(n * ff));
-  if (gated) {
+  if (c.layers[layer].ffn == Ffn::kSwiGlu) {
     ff2_.resize(static_cast<size_t>(n * ff));
     const kernels::MatMulJob gate_up[] = {{w.w_gate, h_.data(), e, n, ff1_.data(), ff},
                                           {w.w_up, h_.data(), e, n, ff2_.data(), ff}};
@@ -240,7 +180,6 @@ void Runner::FfnLayer(size_t layer, int64_t n, bool gated) {
     kernels::ReluSquared(ff1_.data(), n * ff);
   }
   kernels::MatMul(w.w_down, ff1_.data(), ff, n, out_.data(), e, &pool_);
-  kernels::Add(out_.data(), n * e, x_.data());
 }
 
 void Runner::Output(std::span<const BatchEntry> batch, std::vector<float>* logits) {

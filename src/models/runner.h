@@ -69,9 +69,15 @@ class Runner {
     int64_t pos;
   };
   Status Prepare(std::span<const BatchEntry> batch);
-  void AttentionLayer(size_t layer, size_t attn_index, int64_t n);
-  void FfnLayer(size_t layer, int64_t n, bool gated);
-  void Mamba2Layer(size_t layer, size_t rec_index, int64_t n);
+  // h_ = rms(x_, w) for the n entries.
+  void Norm(const std::vector<float>& w, int64_t n);
+  // The blocks (architecture.h): each reads the normed input h_ of the n
+  // entries and writes its output to out_ (the caller adds it to x_).
+  // attn_index / rec_index count the layers of that kind before this one.
+  void AttentionMixer(size_t layer, size_t attn_index, int64_t n);  // runner_attention.cc
+  void Mamba2Mixer(size_t layer, size_t rec_index, int64_t n);      // runner_mamba2.cc
+  void DeltaNetMixer(size_t layer, size_t rec_index, int64_t n);    // runner_delta_net.cc
+  void FfnBlock(size_t layer, int64_t n);                            // runner.cc
   void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
   const Model& model_;
@@ -86,8 +92,13 @@ class Runner {
   std::vector<float> k_;     // [n, kv_dim]
   std::vector<float> v_;     // [n, kv_dim]
   std::vector<float> att_;   // [n, q_dim]
-  std::vector<float> ff1_;   // [n, n_ff] (or ssm_in output)
-  std::vector<float> ff2_;   // [n, n_ff]
+  std::vector<float> ff1_;   // [n, n_ff] (or a mixer's input projection)
+  std::vector<float> ff2_;   // [n, n_ff] (or a mixer's second buffer)
+  std::vector<float> gate_;  // [n, q_dim] gated attention's gate / DeltaNet's z
+  std::vector<float> mix_;   // [n, ...] DeltaNet's per-token scalars (beta, decay)
+  // Per sequence of the batch: its entries' batch indices, in order
+  // (recurrent mixers run each sequence's tokens in order).
+  std::vector<std::vector<int64_t>> seq_entries_;
   std::vector<float> out_;   // [n, n_embd]
   // Attention tasks of this batch: up to kAttentionRowTile / group
   // consecutive entries of one sequence (built once per Forward).

@@ -153,10 +153,12 @@ const auto kNativeCases = ::testing::Values(
     RefCase{"tiny-llama", DType::kF32, false, 1e-3f, 1e-4f},
     RefCase{"tiny-qwen3", DType::kF32, false, 1e-3f, 1e-4f},
     RefCase{"tiny-hybrid-nemotron_h", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-qwen35", DType::kF32, false, 1e-3f, 1e-4f},
     // F32 models with our default F16 KV cache: README's F16-KV criteria.
     RefCase{"tiny-llama", DType::kF16, false, 1e-2f, 2e-3f},
     RefCase{"tiny-qwen3", DType::kF16, false, 1e-2f, 2e-3f},
-    RefCase{"tiny-hybrid-nemotron_h", DType::kF16, false, 1e-2f, 2e-3f});
+    RefCase{"tiny-hybrid-nemotron_h", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-qwen35", DType::kF16, false, 1e-2f, 2e-3f});
 
 INSTANTIATE_TEST_SUITE_P(Native, RefTest, kNativeCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(Native, NativeRefTest, kNativeCases, CaseName);

@@ -10,7 +10,7 @@ namespace mx::models {
 namespace {
 
 constexpr uint32_t kStateMagic = 0x5153584d;  // "MXSQ" little-endian
-constexpr uint32_t kStateFormatVersion = 1;
+constexpr uint32_t kStateFormatVersion = 2;
 constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8;
 
 uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
@@ -48,11 +48,17 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType kv_type, int64_t n
   for (const auto& layer : c.layers) {
     if (layer.has_attention()) l.kv_dims.push_back(layer.n_kv_head * c.head_dim_k);
   }
-  l.n_recurrent = c.n_recurrent_layers();
-  if (l.n_recurrent > 0) {
-    l.conv_floats = (c.ssm_d_conv - 1) * c.ssm_conv_channels();
-    l.ssm_floats = c.ssm_d_state * c.ssm_d_inner;
+  for (const auto& layer : c.layers) {
+    if (!layer.is_recurrent()) continue;
+    RecurrentLayerLayout r;
+    r.kind = layer.mixer == Mixer::kDeltaNet ? RecurrentKind::kDeltaNet : RecurrentKind::kMamba2;
+    r.conv_floats = (c.ssm_d_conv - 1) * c.ssm_conv_channels();
+    r.state_floats = c.ssm_d_state * c.ssm_d_inner;
+    r.offset = l.recurrent_floats;
+    l.recurrent_floats += r.conv_floats + r.state_floats;
+    l.recurrent.push_back(r);
   }
+  l.n_recurrent = static_cast<int64_t>(l.recurrent.size());
   l.use_rope = c.use_rope;
   l.rope = c.rope;
   l.head_dim = c.head_dim_k;
@@ -70,7 +76,7 @@ size_t StateLayout::kv_bytes_per_token() const {
 }
 
 size_t StateLayout::recurrent_bytes() const {
-  return static_cast<size_t>(n_recurrent * (conv_floats + ssm_floats)) * sizeof(float);
+  return static_cast<size_t>(recurrent_floats) * sizeof(float);
 }
 
 uint64_t StateLayout::Fingerprint() const {
@@ -80,8 +86,11 @@ uint64_t StateLayout::Fingerprint() const {
   h = Mix(h, static_cast<uint64_t>(kv_dims.size()));
   for (int64_t d : kv_dims) h = Mix(h, d);
   h = Mix(h, n_recurrent);
-  h = Mix(h, conv_floats);
-  h = Mix(h, ssm_floats);
+  for (const RecurrentLayerLayout& r : recurrent) {
+    h = Mix(h, static_cast<uint8_t>(r.kind));
+    h = Mix(h, r.conv_floats);
+    h = Mix(h, r.state_floats);
+  }
   h = Mix(h, static_cast<uint8_t>(use_rope));
   h = Mix(h, rope.n_rot);
   h = Mix(h, rope.freq_base);
@@ -160,7 +169,7 @@ std::vector<int64_t> SequenceState::SnapshotPositions() const {
 float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
   for (auto& s : snapshots_) {
     if (s.n_tokens == n && !s.complete) {
-      return s.data.data() + rec_layer * static_cast<size_t>(layout_->conv_floats + layout_->ssm_floats);
+      return s.data.data() + layout_->recurrent[rec_layer].offset;
     }
   }
   return nullptr;

@@ -29,16 +29,27 @@ namespace mx::models {
 
 // Bumped whenever the in-memory or serialized state layout changes, so that a
 // saved state is never read by an engine that lays it out differently.
-inline constexpr uint32_t kStateLayoutVersion = 2;
+inline constexpr uint32_t kStateLayoutVersion = 3;
+
+// The recurrent state of one recurrent layer: its conv window, then its
+// state matrix, as floats. Every recurrent kind has this shape; what the
+// matrix means is the mixer's business (models/runner_*.cc).
+enum class RecurrentKind : uint8_t { kMamba2 = 1, kDeltaNet = 2 };
+struct RecurrentLayerLayout {
+  RecurrentKind kind = RecurrentKind::kMamba2;
+  int64_t conv_floats = 0;   // [d_conv - 1][channels], oldest first
+  int64_t state_floats = 0;  // Mamba2: [n_head][head_dim][d_state]; DeltaNet: [n_v_head][d_k][d_v]
+  int64_t offset = 0;        // floats before this layer in the recurrent state
+};
 
 // The shape of a model's per-sequence state (derived from its config).
 struct StateLayout {
   DType kv_type = DType::kF16;       // F16 or F32
   std::vector<int64_t> kv_dims;      // per attention layer: n_kv_head * head_dim
   int64_t n_ctx = 0;                 // most tokens a state may hold
-  int64_t conv_floats = 0;           // per recurrent layer: (d_conv - 1) * channels
-  int64_t ssm_floats = 0;            // per recurrent layer: d_state * d_inner
-  int64_t n_recurrent = 0;           // recurrent layers
+  std::vector<RecurrentLayerLayout> recurrent;  // per recurrent layer, in layer order
+  int64_t n_recurrent = 0;           // recurrent layers (recurrent.size())
+  int64_t recurrent_floats = 0;      // all recurrent layers together
   bool use_rope = false;             // keys carry RoPE (shift re-rotates them)
   kernels::RopeParams rope;
   int64_t head_dim = 0;
@@ -59,7 +70,7 @@ struct StateLayout {
 // the shared start (SPEC §3).
 struct RecurrentSnapshot {
   int64_t n_tokens = 0;
-  std::vector<float> data;  // [rec layer][conv_floats + ssm_floats], like the live state
+  std::vector<float> data;  // [recurrent_floats], laid out like the live state
   bool complete = false;    // false while the forward pass that fills it is pending
 };
 
@@ -193,10 +204,14 @@ class SequenceState {
   }
   const uint8_t* k_data(size_t attn_layer) const { return k_base(attn_layer); }
   const uint8_t* v_data(size_t attn_layer) const { return v_base(attn_layer); }
+  // Recurrent layer rec_layer's conv window and state matrix (see
+  // RecurrentLayerLayout).
   float* conv_state(size_t rec_layer) {
-    return recurrent_.data() + rec_layer * static_cast<size_t>(layout_->conv_floats + layout_->ssm_floats);
+    return recurrent_.data() + layout_->recurrent[rec_layer].offset;
   }
-  float* ssm_state(size_t rec_layer) { return conv_state(rec_layer) + layout_->conv_floats; }
+  float* ssm_state(size_t rec_layer) {
+    return conv_state(rec_layer) + layout_->recurrent[rec_layer].conv_floats;
+  }
   const std::vector<float>& recurrent() const { return recurrent_; }
 
  private:
@@ -233,7 +248,7 @@ class SequenceState {
   std::vector<size_t> row_bytes_;     // [attn layer] bytes of one K (or V) row
   std::vector<size_t> layer_offset_;  // [attn layer] sum of 2 * row bytes of the layers before
   ThreadPool* pool_ = nullptr;  // see set_copy_pool
-  std::vector<float> recurrent_;         // [rec layer][conv_floats + ssm_floats]
+  std::vector<float> recurrent_;         // [recurrent_floats] (StateLayout::recurrent)
   std::vector<RecurrentSnapshot> snapshots_;  // sorted by n_tokens
 };
 

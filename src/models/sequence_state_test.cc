@@ -302,7 +302,7 @@ TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
 INSTANTIATE_TEST_SUITE_P(Models, StateTest,
                          ::testing::Values("tiny-llama", "tiny-llama-q8_0", "tiny-llama-f16",
                                            "tiny-qwen2-bf16", "tiny-qwen3", "tiny-llama256-q4_k_m",
-                                           "tiny-hybrid-nemotron_h"),
+                                           "tiny-hybrid-nemotron_h", "tiny-qwen35"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');

@@ -186,9 +186,12 @@ TEST(SyntheticHybridTest, NemotronHLoadsWithItsLayerPatternAndRuns) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const ModelConfig& c = (*model)->config();
   EXPECT_EQ(c.arch, Arch::kNemotronH);
-  const LayerKind want[] = {LayerKind::kMamba2, LayerKind::kAttention, LayerKind::kMlp,
-                            LayerKind::kMamba2, LayerKind::kMamba2, LayerKind::kAttention};
-  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(c.layers[i].kind, want[i]) << i;
+  const Mixer want[] = {Mixer::kMamba2, Mixer::kAttention, Mixer::kNone,
+                        Mixer::kMamba2, Mixer::kMamba2, Mixer::kAttention};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(c.layers[i].mixer, want[i]) << i;
+    EXPECT_EQ(c.layers[i].ffn, want[i] == Mixer::kNone ? Ffn::kReluSquared : Ffn::kNone) << i;
+  }
   EXPECT_EQ(c.ssm_d_inner, 256);
   EXPECT_EQ(c.n_recurrent_layers(), 3);
   EXPECT_LT((*model)->layer(0).ssm_a[0], -0.99f);  // A is negative

@@ -1,10 +1,10 @@
 // The Mamba2 mixer of nemotron_h (ENGINE-FACTS §6, ref/README "Architectures"):
-//   zxBCdt = W_in · rms(x)           split as z [d_inner] | xBC [C] | dt [H]
+//   zxBCdt = W_in · h                 split as z [d_inner] | xBC [C] | dt [H]
 //   xBC    = silu(causal_conv(xBC) + conv_bias)
 //   dt     = softplus(dt + dt_bias); dA = exp(dt * A[h])
 //   S[h]   = dA * S[h] + outer(x[h] * dt, B[g])     (per head h, group g = h / (H/G))
 //   y[h]   = S[h] · C[g] + D[h] * x[h]
-//   y      = group_rms(y * silu(z)) * ssm_norm;     x += W_out · y
+//   y      = group_rms(y * silu(z)) * ssm_norm;     out = W_out · y
 // Tokens of one sequence are processed in order; the per-token arithmetic is
 // the same whether a token arrives alone or inside a long prompt.
 #include <cmath>
@@ -20,7 +20,7 @@ inline float SiluScalar(float v) { return v / (1.0f + std::exp(-v)); }
 
 }  // namespace
 
-void Runner::Mamba2Layer(size_t layer, size_t rec_index, int64_t n) {
+void Runner::Mamba2Mixer(size_t layer, size_t rec_index, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layer(static_cast<int64_t>(layer));
   const int64_t e = c.n_embd;
@@ -31,9 +31,6 @@ void Runner::Mamba2Layer(size_t layer, size_t rec_index, int64_t n) {
   const int64_t group_size = d_inner / n_group;
   const int64_t in_dim = d_inner + n_ch + n_head;
 
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::RmsNorm(&x_[i * e], w.attn_norm.data(), e, c.rms_eps, &h_[i * e]);
-  }
   ff1_.resize(static_cast<size_t>(n * in_dim));
   kernels::MatMul(w.ssm_in, h_.data(), e, n, ff1_.data(), in_dim, &pool_);
   ff2_.resize(static_cast<size_t>(n * d_inner));  // y per token
@@ -90,12 +87,12 @@ void Runner::Mamba2Layer(size_t layer, size_t rec_index, int64_t n) {
     }
     // A snapshot asked for after this token: save this layer's part of it.
     if (float* snap = seq->PendingSnapshot(plan_[static_cast<size_t>(i)].pos + 1, rec_index)) {
-      const size_t floats = static_cast<size_t>((d_conv - 1) * n_ch + n_head * head_dim * d_state);
+      const RecurrentLayerLayout& rl = layout_->recurrent[rec_index];
+      const size_t floats = static_cast<size_t>(rl.conv_floats + rl.state_floats);
       std::memcpy(snap, conv_state, floats * sizeof(float));
     }
   }
   kernels::MatMul(w.ssm_out, ff2_.data(), d_inner, n, out_.data(), e, &pool_);
-  kernels::Add(out_.data(), n * e, x_.data());
 }
 
 }  // namespace mx::models

@@ -1,0 +1,25 @@
+#include "models/architecture.h"
+
+namespace mx::models {
+namespace {
+
+const Architecture* const kArchitectures[] = {&kLlamaArchitecture, &kQwen2Architecture,
+                                              &kQwen3Architecture, &kNemotronHArchitecture,
+                                              &kQwen35Architecture};
+
+}  // namespace
+
+const Architecture* FindArchitecture(std::string_view name) {
+  for (const Architecture* a : kArchitectures) {
+    if (name == a->name) return a;
+  }
+  return nullptr;
+}
+
+std::string SupportedArchitectureNames() {
+  std::string s;
+  for (const Architecture* a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a->name);
+  return s;
+}
+
+}  // namespace mx::models

@@ -1,0 +1,114 @@
+// The attention mixers: causal softmax attention with GQA over the
+// sequence's KV rows (kAttention), optionally with q/k/v biases, per-head
+// q/k RMS norms and RoPE, and the gated variant (kGatedAttention, qwen35)
+// whose query projection also yields a per-head gate: out = Wo (o * sigmoid(gate)).
+#include <cmath>
+#include <cstring>
+
+#include "models/runner.h"
+
+namespace mx::models {
+namespace {
+
+inline float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+}  // namespace
+
+void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
+  const ModelConfig& c = model_.config();
+  const LayerConfig& lc = c.layers[layer];
+  const LayerWeights& w = model_.layer(static_cast<int64_t>(layer));
+  const int64_t e = c.n_embd, hd = c.head_dim_k;
+  const int64_t q_dim = lc.n_head * hd, kv_dim = lc.n_kv_head * hd;
+  const bool gated = lc.mixer == Mixer::kGatedAttention;
+
+  q_.resize(static_cast<size_t>(n * q_dim));
+  k_.resize(static_cast<size_t>(n * kv_dim));
+  v_.resize(static_cast<size_t>(n * kv_dim));
+  if (gated) {
+    // Wq gives per head [q | gate]: project into ff1_, then split.
+    ff1_.resize(static_cast<size_t>(n * 2 * q_dim));
+    gate_.resize(static_cast<size_t>(n * q_dim));
+    const kernels::MatMulJob qkv[] = {{w.wq, h_.data(), e, n, ff1_.data(), 2 * q_dim},
+                                      {w.wk, h_.data(), e, n, k_.data(), kv_dim},
+                                      {w.wv, h_.data(), e, n, v_.data(), kv_dim}};
+    kernels::MatMuls(qkv, &pool_);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int h = 0; h < lc.n_head; ++h) {
+        const float* src = &ff1_[static_cast<size_t>(i * 2 * q_dim + 2 * h * hd)];
+        std::memcpy(&q_[static_cast<size_t>(i * q_dim + h * hd)], src, hd * sizeof(float));
+        std::memcpy(&gate_[static_cast<size_t>(i * q_dim + h * hd)], src + hd, hd * sizeof(float));
+      }
+    }
+  } else {
+    const kernels::MatMulJob qkv[] = {{w.wq, h_.data(), e, n, q_.data(), q_dim},
+                                      {w.wk, h_.data(), e, n, k_.data(), kv_dim},
+                                      {w.wv, h_.data(), e, n, v_.data(), kv_dim}};
+    kernels::MatMuls(qkv, &pool_);
+  }
+
+  for (int64_t i = 0; i < n; ++i) {
+    float* q = &q_[i * q_dim];
+    float* k = &k_[i * kv_dim];
+    float* v = &v_[i * kv_dim];
+    if (c.qkv_bias) {
+      kernels::Add(w.bq.data(), q_dim, q);
+      kernels::Add(w.bk.data(), kv_dim, k);
+      kernels::Add(w.bv.data(), kv_dim, v);
+    }
+    if (c.qk_norm) {
+      for (int h = 0; h < lc.n_head; ++h)
+        kernels::RmsNorm(q + h * hd, w.q_norm.data(), hd, c.rms_eps, q + h * hd);
+      for (int h = 0; h < lc.n_kv_head; ++h)
+        kernels::RmsNorm(k + h * hd, w.k_norm.data(), hd, c.rms_eps, k + h * hd);
+    }
+    const int64_t pos = plan_[static_cast<size_t>(i)].pos;
+    if (c.use_rope) {
+      kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, pos);
+      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, pos);
+    }
+    SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
+    kernels::StoreKvRow(layout_->kv_type, k, kv_dim, seq->k_row(attn_index, pos));
+    kernels::StoreKvRow(layout_->kv_type, v, kv_dim, seq->v_row(attn_index, pos));
+  }
+
+  // Attention: one task per (query tile, kv head) — the tile's queries and
+  // the heads sharing that kv head read its K/V rows together — or, when
+  // that gives fewer tasks than threads (generation of one sequence with one
+  // kv head), one task per (query tile, head). Each query reads only its own sequence's
+  // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
+  att_.resize(static_cast<size_t>(n * q_dim));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t row_bytes = layout_->kv_row_bytes(attn_index);
+  const size_t elt = layout_->kv_type == DType::kF16 ? 2 : 4;
+  const int group = lc.n_head / lc.n_kv_head;
+  const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
+  const int per_tile =
+      n_tiles * lc.n_kv_head >= static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head : lc.n_head;
+  const int heads_per_task = lc.n_head / per_tile;
+  pool_.ParallelFor(n_tiles * per_tile, [&](int64_t task, int thread) {
+    const QueryTile& tile = query_tiles_[static_cast<size_t>(task / per_tile)];
+    const int h0 = static_cast<int>(task % per_tile) * heads_per_task;
+    const SequenceState* seq = plan_[static_cast<size_t>(tile.first)].seq;
+    const size_t head_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * elt;
+    kernels::KvView kv;
+    kv.type = layout_->kv_type;
+    kv.k = seq->k_data(attn_index) + head_off;
+    kv.v = seq->v_data(attn_index) + head_off;
+    kv.row_bytes = row_bytes;
+    kv.n_kv_head = 1;
+    kv.head_dim = static_cast<int>(hd);
+    const int64_t first = tile.first * q_dim + h0 * hd;
+    kernels::AttentionRows(&q_[static_cast<size_t>(first)], q_dim, tile.n_q, heads_per_task, kv,
+                           &n_pos_[static_cast<size_t>(tile.first)], scale,
+                           &att_[static_cast<size_t>(first)], q_dim,
+                           att_scratch_[static_cast<size_t>(thread)].data());
+  });
+
+  if (gated) {
+    for (size_t j = 0; j < att_.size(); ++j) att_[j] *= Sigmoid(gate_[j]);
+  }
+  kernels::MatMul(w.wo, att_.data(), q_dim, n, out_.data(), e, &pool_);
+}
+
+}  // namespace mx::models

@@ -1,0 +1,141 @@
+#include "models/weight_binder.h"
+
+#include <cstring>
+
+namespace mx::models {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Result<const gguf::TensorInfo*> WeightBinder::Find(const std::string& name,
+                                                   std::vector<int64_t> shape) {
+  const gguf::TensorInfo* t = f_.FindTensor(name);
+  if (t == nullptr) return Status::NotFound("missing tensor '" + name + "'");
+  // Trailing 1s do not count (GGUF may store [n, 1] for a vector).
+  auto trim = [](std::vector<int64_t> s) {
+    while (s.size() > 1 && s.back() == 1) s.pop_back();
+    return s;
+  };
+  if (trim(t->shape) != trim(shape)) {
+    return Status::InvalidArgument("tensor '" + name + "' has shape " + ShapeString(t->shape) +
+                                   ", expected " + ShapeString(shape));
+  }
+  return t;
+}
+
+Result<Matrix> WeightBinder::Mat(const std::string& name, int64_t n_in, int64_t n_out) {
+  MX_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {n_in, n_out}));
+  if (!kernels::WeightTypeSupported(t->type)) {
+    return Status::NotSupported("tensor '" + name + "' has weight type " + DTypeName(t->type) +
+                                ", which this engine does not support yet");
+  }
+  Matrix m;
+  m.type = t->type;
+  m.data = t->data;
+  m.n_cols = n_in;
+  m.n_rows = n_out;
+  m.row_bytes = RowBytes(t->type, n_in);
+  bytes_ += t->n_bytes;
+  return m;
+}
+
+Result<std::vector<float>> WeightBinder::Vec(const std::string& name, std::vector<int64_t> shape) {
+  MX_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, shape));
+  int64_t n = t->n_elements();
+  std::vector<float> out(static_cast<size_t>(n));
+  if (t->type == DType::kF32) {
+    std::memcpy(out.data(), t->data, static_cast<size_t>(n) * 4);
+  } else if (kernels::WeightTypeSupported(t->type)) {
+    kernels::DequantizeRow(t->type, t->data, out.data(), n);
+  } else {
+    return Status::NotSupported("tensor '" + name + "' has type " + DTypeName(t->type));
+  }
+  bytes_ += t->n_bytes;
+  return out;
+}
+
+std::string Blk(int64_t i, const char* name) { return "blk." + std::to_string(i) + "." + name; }
+
+Status BindAttention(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+  const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
+  const int64_t e = c.n_embd;
+  const int64_t q_dim = lc.n_head * c.head_dim_k;
+  const int64_t kv_dim = lc.n_kv_head * c.head_dim_k;
+  const int64_t q_rows = lc.mixer == Mixer::kGatedAttention ? 2 * q_dim : q_dim;
+  MX_ASSIGN_OR_RETURN(w.attn_norm, b.Vec(Blk(i, "attn_norm.weight"), {e}));
+  MX_ASSIGN_OR_RETURN(w.wq, b.Mat(Blk(i, "attn_q.weight"), e, q_rows));
+  MX_ASSIGN_OR_RETURN(w.wk, b.Mat(Blk(i, "attn_k.weight"), e, kv_dim));
+  MX_ASSIGN_OR_RETURN(w.wv, b.Mat(Blk(i, "attn_v.weight"), e, kv_dim));
+  MX_ASSIGN_OR_RETURN(w.wo, b.Mat(Blk(i, "attn_output.weight"), q_dim, e));
+  if (c.qkv_bias) {
+    MX_ASSIGN_OR_RETURN(w.bq, b.Vec(Blk(i, "attn_q.bias"), {q_dim}));
+    MX_ASSIGN_OR_RETURN(w.bk, b.Vec(Blk(i, "attn_k.bias"), {kv_dim}));
+    MX_ASSIGN_OR_RETURN(w.bv, b.Vec(Blk(i, "attn_v.bias"), {kv_dim}));
+  }
+  if (c.qk_norm) {
+    MX_ASSIGN_OR_RETURN(w.q_norm, b.Vec(Blk(i, "attn_q_norm.weight"), {c.head_dim_k}));
+    MX_ASSIGN_OR_RETURN(w.k_norm, b.Vec(Blk(i, "attn_k_norm.weight"), {c.head_dim_k}));
+  }
+  return Status::Ok();
+}
+
+Status BindMamba2(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+  const int64_t e = c.n_embd, d_inner = c.ssm_d_inner, ch = c.ssm_conv_channels();
+  const int64_t h = c.ssm_n_head, g = c.ssm_n_group;
+  MX_ASSIGN_OR_RETURN(w.attn_norm, b.Vec(Blk(i, "attn_norm.weight"), {e}));
+  MX_ASSIGN_OR_RETURN(w.ssm_in, b.Mat(Blk(i, "ssm_in.weight"), e, d_inner + ch + h));
+  MX_ASSIGN_OR_RETURN(w.ssm_conv_w, b.Vec(Blk(i, "ssm_conv1d.weight"), {c.ssm_d_conv, ch}));
+  if (b.Has(Blk(i, "ssm_conv1d.bias"))) {
+    MX_ASSIGN_OR_RETURN(w.ssm_conv_b, b.Vec(Blk(i, "ssm_conv1d.bias"), {ch}));
+  } else {
+    w.ssm_conv_b.assign(static_cast<size_t>(ch), 0.0f);
+  }
+  MX_ASSIGN_OR_RETURN(w.ssm_dt_bias, b.Vec(Blk(i, "ssm_dt.bias"), {h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_a, b.Vec(Blk(i, "ssm_a"), {1, h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_d, b.Vec(Blk(i, "ssm_d"), {1, h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_norm, b.Vec(Blk(i, "ssm_norm.weight"), {d_inner / g, g}));
+  MX_ASSIGN_OR_RETURN(w.ssm_out, b.Mat(Blk(i, "ssm_out.weight"), d_inner, e));
+  return Status::Ok();
+}
+
+Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+  const int64_t e = c.n_embd, d_inner = c.ssm_d_inner, ch = c.ssm_conv_channels();
+  const int64_t h = c.ssm_n_head;
+  MX_ASSIGN_OR_RETURN(w.attn_norm, b.Vec(Blk(i, "attn_norm.weight"), {e}));
+  MX_ASSIGN_OR_RETURN(w.ssm_qkv, b.Mat(Blk(i, "attn_qkv.weight"), e, ch));
+  MX_ASSIGN_OR_RETURN(w.ssm_gate, b.Mat(Blk(i, "attn_gate.weight"), e, d_inner));
+  MX_ASSIGN_OR_RETURN(w.ssm_alpha, b.Mat(Blk(i, "ssm_alpha.weight"), e, h));
+  MX_ASSIGN_OR_RETURN(w.ssm_beta, b.Mat(Blk(i, "ssm_beta.weight"), e, h));
+  MX_ASSIGN_OR_RETURN(w.ssm_conv_w, b.Vec(Blk(i, "ssm_conv1d.weight"), {c.ssm_d_conv, ch}));
+  if (b.Has(Blk(i, "ssm_conv1d.bias"))) {
+    MX_ASSIGN_OR_RETURN(w.ssm_conv_b, b.Vec(Blk(i, "ssm_conv1d.bias"), {ch}));
+  } else {
+    w.ssm_conv_b.assign(static_cast<size_t>(ch), 0.0f);
+  }
+  MX_ASSIGN_OR_RETURN(w.ssm_dt_bias, b.Vec(Blk(i, "ssm_dt.bias"), {h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_a, b.Vec(Blk(i, "ssm_a"), {h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_norm, b.Vec(Blk(i, "ssm_norm.weight"), {d_inner / h}));
+  MX_ASSIGN_OR_RETURN(w.ssm_out, b.Mat(Blk(i, "ssm_out.weight"), d_inner, e));
+  return Status::Ok();
+}
+
+Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm,
+               LayerWeights& w) {
+  const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
+  const int64_t e = c.n_embd;
+  MX_ASSIGN_OR_RETURN(w.ffn_norm, b.Vec(Blk(i, norm), {e}));
+  if (lc.ffn == Ffn::kSwiGlu) {
+    MX_ASSIGN_OR_RETURN(w.w_gate, b.Mat(Blk(i, "ffn_gate.weight"), e, lc.n_ff));
+  }
+  MX_ASSIGN_OR_RETURN(w.w_up, b.Mat(Blk(i, "ffn_up.weight"), e, lc.n_ff));
+  MX_ASSIGN_OR_RETURN(w.w_down, b.Mat(Blk(i, "ffn_down.weight"), lc.n_ff, e));
+  return Status::Ok();
+}
+
+}  // namespace mx::models

@@ -1,0 +1,50 @@
+// WeightBinder: looks a model's tensors up by name and checks their shapes and
+// types; plus the tensors of each shared layer block, which the architecture
+// files bind by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf_file.h"
+#include "models/model.h"
+#include "models/model_config.h"
+
+namespace mx::models {
+
+class WeightBinder {
+ public:
+  explicit WeightBinder(const gguf::GgufFile& f) : f_(f) {}
+
+  // The tensor `name` with ggml shape `shape` (ne[0] first; trailing 1s do
+  // not count). NotFound / InvalidArgument "expected vs. actual" otherwise.
+  Result<const gguf::TensorInfo*> Find(const std::string& name, std::vector<int64_t> shape);
+  // True when the file has a tensor of that name (any shape).
+  bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
+  // A matrix of n_out rows of n_in values, pointing into the map.
+  Result<Matrix> Mat(const std::string& name, int64_t n_in, int64_t n_out);
+  // Any supported type, converted to an owned f32 vector.
+  Result<std::vector<float>> Vec(const std::string& name, std::vector<int64_t> shape);
+
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  const gguf::GgufFile& f_;
+  uint64_t bytes_ = 0;
+};
+
+// "blk.{i}.{name}"
+std::string Blk(int64_t i, const char* name);
+
+// The tensors of the shared blocks of layer i (the mixer's, the FFN's and
+// the norm in front of each, by the tensor names llama.cpp uses).
+Status BindAttention(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+Status BindMamba2(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+// `norm` is the name of the norm in front of the FFN ("ffn_norm.weight",
+// "post_attention_norm.weight", ...).
+Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
+
+}  // namespace mx::models
