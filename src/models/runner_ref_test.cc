@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "models/model.h"
@@ -96,6 +97,8 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
       max_diff = std::max(max_diff, d);
       sum += d;
     }
+    std::printf("%s %s: max |logit diff| %.2e over the top-5 of every position, %.2e at the last\n",
+                CaseName({rc, 0}).c_str(), p.name.c_str(), worst, max_diff);
     EXPECT_LT(max_diff, rc.max_tol) << "last position";
     EXPECT_LT(sum / static_cast<double>(n_vocab), rc.mean_tol) << "last position mean";
   }
