@@ -23,14 +23,25 @@ namespace {
 // also fold U+017F and U+212A, which llama.cpp does not.
 #define MX_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 
-// Llama-3 split regex with the digit run as a parameter.
-#define MX_LLAMA3(DIGITS)                                                              \
-  MX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS "| ?[^" MX_WS               \
-                  "\\p{L}\\p{N}]+[\\r\\n]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS \
-                  "])|[" MX_WS "]+"
+// Llama-3 split regex with two parameters: DIGITS, the digit run, and WORD,
+// the body of the character class whose runs make a word. WORD is also left
+// out of the punctuation runs. The optional character before a word is
+// [^\r\n\p{L}\p{N}] in every variant (qwen35's regex adds \p{M} to the word
+// and punctuation classes only).
+#define MX_LLAMA3(DIGITS, WORD)                                                                  \
+  MX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[" WORD "]+|" DIGITS "| ?[^" MX_WS WORD                \
+                  "\\p{N}]+[\\r\\n]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS "])|[" MX_WS \
+                  "]+"
 
-constexpr const char* kLlama3 = MX_LLAMA3("\\p{N}{1,3}");
-constexpr const char* kQwen2 = MX_LLAMA3("\\p{N}");
+// Letters only (llama3, qwen2), or letters with combining marks (qwen35), so
+// that a mark stays in the word of its base letter instead of starting a
+// punctuation run.
+#define MX_LETTERS "\\p{L}"
+#define MX_LETTERS_AND_MARKS "\\p{L}\\p{M}"
+
+constexpr const char* kLlama3 = MX_LLAMA3("\\p{N}{1,3}", MX_LETTERS);
+constexpr const char* kQwen2 = MX_LLAMA3("\\p{N}", MX_LETTERS);
+constexpr const char* kQwen35 = MX_LLAMA3("\\p{N}", MX_LETTERS_AND_MARKS);
 constexpr const char* kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" MX_WS
                               "\\p{L}\\p{N}]+|[" MX_WS "]+(?![^" MX_WS "])";
 constexpr const char* kDefaultPunct = "[\\p{P}\\$\\+<=>\\^~\\|]+";
@@ -39,6 +50,8 @@ constexpr const char* kDigitRun = "\\p{N}+";
 constexpr const char* kDigit = "\\p{N}";
 constexpr const char* kThreeAsciiDigits = "[0-9][0-9][0-9]";
 
+#undef MX_LETTERS_AND_MARKS
+#undef MX_LETTERS
 #undef MX_LLAMA3
 #undef MX_CONTRACTIONS
 #undef MX_WS
@@ -47,6 +60,7 @@ std::vector<const char*> PatternsFor(PreType type) {
   switch (type) {
     case PreType::kLlama3: return {kLlama3};
     case PreType::kQwen2: return {kQwen2};
+    case PreType::kQwen35: return {kQwen35};
     case PreType::kGpt2: return {kGpt2};
     case PreType::kStarcoder: return {kDigit, kGpt2};
     case PreType::kFalcon: return {kFalconPunct, kGpt2, kThreeAsciiDigits};
@@ -65,6 +79,7 @@ struct NameEntry {
 constexpr PreConfig kLlama3Cfg{PreType::kLlama3, /*ignore_merges=*/true, /*add_bos=*/true};
 constexpr PreConfig kLlama3RegexOnly{PreType::kLlama3, false, false};
 constexpr PreConfig kQwen2Cfg{PreType::kQwen2, false, false};
+constexpr PreConfig kQwen35Cfg{PreType::kQwen35, false, false};
 constexpr PreConfig kGpt2Cfg{PreType::kGpt2, false, false};
 constexpr PreConfig kStarcoderCfg{PreType::kStarcoder, false, false};
 constexpr PreConfig kFalconCfg{PreType::kFalcon, false, false};
@@ -92,6 +107,7 @@ constexpr std::array kNames = {
     NameEntry{"solar-open", kQwen2Cfg},
     NameEntry{"kormo", kQwen2Cfg},
     NameEntry{"f2llmv2", kQwen2Cfg},
+    NameEntry{"qwen35", kQwen35Cfg},
     NameEntry{"gpt-2", kGpt2Cfg},
     NameEntry{"phi-2", kGpt2Cfg},
     NameEntry{"jina-es", kGpt2Cfg},
@@ -136,6 +152,7 @@ const char* PreTypeName(PreType type) {
     case PreType::kDefault: return "default";
     case PreType::kLlama3: return "llama3";
     case PreType::kQwen2: return "qwen2";
+    case PreType::kQwen35: return "qwen35";
     case PreType::kGpt2: return "gpt2";
     case PreType::kStarcoder: return "starcoder";
     case PreType::kFalcon: return "falcon";

@@ -7,7 +7,7 @@
 // within a piece every match and every unmatched gap between matches becomes a
 // piece (nothing is dropped). `\s` is spelled out as llama.cpp's whitespace set
 // (U+0009-000D, 0020, 0085, 00A0, 1680, 2000-200A, 2028, 2029, 202F, 205F,
-// 3000); \p{L}, \p{N}, \p{P} come from PCRE2's Unicode tables.
+// 3000); \p{L}, \p{M}, \p{N}, \p{P} come from PCRE2's Unicode tables.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,7 @@ enum class PreType {
   kDefault,    // [\p{P}$+<=>^~|]+ , GPT2 , \p{N}+ , [0-9][0-9][0-9]
   kLlama3,     // Llama-3 pattern, \p{N}{1,3}
   kQwen2,      // Llama-3 pattern with single digits
+  kQwen35,     // kQwen2 with combining marks (\p{M}) in the letter runs, not in punctuation runs
   kGpt2,       // 's|'t|... ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   kStarcoder,  // \p{N} , GPT2
   kFalcon,     // [\p{P}$+<=>^~|`]+ , GPT2 , [0-9][0-9][0-9]

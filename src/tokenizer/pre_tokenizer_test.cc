@@ -44,6 +44,87 @@ TEST(PreTokenizerTest, Qwen2SplitsDigitsSingly) {
   EXPECT_EQ(Words(internal::PreType::kQwen2, "v2024"), (W{"v", "2", "0", "2", "4"}));
 }
 
+// qwen35 is qwen2 with combining marks (\p{M}) in the letter runs and out of
+// the punctuation runs. The expected words below are derived by hand from
+// the two regexes (alternatives tried in order at each position).
+
+TEST(PreTokenizerTest, Qwen35KeepsDecomposedAccentsInTheWord) {
+  using internal::PreType;
+  // e + U+0301 (combining acute, Mn) + t + U+00E9 (precomposed é, Ll).
+  const std::string etet = "e\u0301t\u00e9";
+  EXPECT_EQ(Words(PreType::kQwen35, etet), (W{etet}));
+  // qwen2: the mark ends "e" and is the optional character before "té".
+  EXPECT_EQ(Words(PreType::kQwen2, etet), (W{"e", "\u0301t\u00e9"}));
+  // Followed by a space, qwen2's mark has no letter after it: a punctuation run.
+  EXPECT_EQ(Words(PreType::kQwen35, "cafe\u0301 ok"), (W{"cafe\u0301", " ok"}));
+  EXPECT_EQ(Words(PreType::kQwen2, "cafe\u0301 ok"), (W{"cafe", "\u0301", " ok"}));
+  // llama3 keeps qwen2's letter runs (the shared pattern did not change).
+  EXPECT_EQ(Words(PreType::kLlama3, etet), (W{"e", "\u0301t\u00e9"}));
+}
+
+TEST(PreTokenizerTest, Qwen35KeepsDevanagariViramaAndVowelSignsInTheWord) {
+  using internal::PreType;
+  // नमस्ते: na ma sa (Lo), virama U+094D (Mn), ta (Lo), vowel sign e U+0947 (Mn).
+  const std::string namaste = "\u0928\u092E\u0938\u094D\u0924\u0947";
+  EXPECT_EQ(Words(PreType::kQwen35, namaste), (W{namaste}));
+  EXPECT_EQ(Words(PreType::kQwen2, namaste), (W{"\u0928\u092E\u0938", "\u094D\u0924", "\u0947"}));
+}
+
+TEST(PreTokenizerTest, Qwen35KeepsThaiVowelMarksInTheWord) {
+  using internal::PreType;
+  // สวัสดี ครับ: U+0E31 (mai han-akat) and U+0E35 (sara ii) are Mn, the rest Lo.
+  const std::string sawasdee = "\u0E2A\u0E27\u0E31\u0E2A\u0E14\u0E35";
+  const std::string khrap = "\u0E04\u0E23\u0E31\u0E1A";
+  EXPECT_EQ(Words(PreType::kQwen35, sawasdee + " " + khrap), (W{sawasdee, " " + khrap}));
+  EXPECT_EQ(Words(PreType::kQwen2, sawasdee + " " + khrap),
+            (W{"\u0E2A\u0E27", "\u0E31\u0E2A\u0E14", "\u0E35", " \u0E04\u0E23", "\u0E31\u0E1A"}));
+}
+
+TEST(PreTokenizerTest, Qwen35MarkAfterPunctuationStartsAWord) {
+  using internal::PreType;
+  // The punctuation character is the optional character before the mark's word.
+  EXPECT_EQ(Words(PreType::kQwen35, "a,\u0301b"), (W{"a", ",\u0301b"}));
+  EXPECT_EQ(Words(PreType::kQwen2, "a,\u0301b"), (W{"a", ",\u0301", "b"}));
+  EXPECT_EQ(Words(PreType::kQwen35, " \u0301x"), (W{" \u0301x"}));
+  EXPECT_EQ(Words(PreType::kQwen2, " \u0301x"), (W{" \u0301", "x"}));
+  // With nothing after it, the mark leaves the punctuation run as a word of its own.
+  EXPECT_EQ(Words(PreType::kQwen35, "...\u0301"), (W{"...", "\u0301"}));
+  EXPECT_EQ(Words(PreType::kQwen2, "...\u0301"), (W{"...\u0301"}));
+}
+
+TEST(PreTokenizerTest, Qwen35MarkAfterDigitIsItsOwnWord) {
+  using internal::PreType;
+  // A digit cannot be the character before a word, and \p{N} takes one digit.
+  EXPECT_EQ(Words(PreType::kQwen35, "5\u0301!"), (W{"5", "\u0301", "!"}));
+  EXPECT_EQ(Words(PreType::kQwen2, "5\u0301!"), (W{"5", "\u0301!"}));
+  // Keycap 1️⃣: 1, U+FE0F (Mn), U+20E3 (enclosing keycap, Me).
+  EXPECT_EQ(Words(PreType::kQwen35, "1\uFE0F\u20E3."), (W{"1", "\uFE0F\u20E3", "."}));
+  EXPECT_EQ(Words(PreType::kQwen2, "1\uFE0F\u20E3."), (W{"1", "\uFE0F\u20E3."}));
+}
+
+TEST(PreTokenizerTest, Qwen35SplitsVariationSelectorFromEmojiAfterSpace) {
+  using internal::PreType;
+  // ❤️ = U+2764 (So) + U+FE0F (variation selector 16, Mn).
+  const std::string heart = "\u2764\uFE0F";
+  // " ❤" is a punctuation run that stops at the mark; the mark is then a word.
+  EXPECT_EQ(Words(PreType::kQwen35, "I " + heart + " it"), (W{"I", " \u2764", "\uFE0F", " it"}));
+  EXPECT_EQ(Words(PreType::kQwen2, "I " + heart + " it"), (W{"I", " " + heart, " it"}));
+  // Without the space ❤ is the character before the word "\uFE0F".
+  EXPECT_EQ(Words(PreType::kQwen35, heart + "!"), (W{heart, "!"}));
+  EXPECT_EQ(Words(PreType::kQwen2, heart + "!"), (W{heart + "!"}));
+}
+
+TEST(PreTokenizerTest, Qwen35IsQwen2WithoutMarks) {
+  using internal::PreType;
+  for (PreType type : {PreType::kQwen2, PreType::kQwen35}) {
+    SCOPED_TRACE(internal::PreTypeName(type));
+    EXPECT_EQ(Words(type, "v2024"), (W{"v", "2", "0", "2", "4"}));
+    EXPECT_EQ(Words(type, "a  \n b"), (W{"a", "  \n", " b"}));
+    EXPECT_EQ(Words(type, "DON'T x ...\n\ny"), (W{"DON", "'T", " x", " ...\n\n", "y"}));
+    EXPECT_EQ(Words(type, "caf\u00e9 \u2764!"), (W{"caf\u00e9", " \u2764!"}));
+  }
+}
+
 TEST(PreTokenizerTest, Gpt2AndDefaultSplits) {
   using internal::PreType;
   EXPECT_EQ(Words(PreType::kGpt2, "Hello  world"), (W{"Hello", " ", " world"}));
@@ -77,6 +158,10 @@ TEST(PreTokenizerTest, UnknownNamesAreNotImplemented) {
   EXPECT_TRUE(internal::LookupPreType("llama-bpe").has_value());
   EXPECT_TRUE(internal::LookupPreType("llama-bpe")->ignore_merges);
   EXPECT_FALSE(internal::LookupPreType("qwen2")->ignore_merges);
+  ASSERT_TRUE(internal::LookupPreType("qwen35").has_value());
+  EXPECT_EQ(internal::LookupPreType("qwen35")->type, internal::PreType::kQwen35);
+  EXPECT_FALSE(internal::LookupPreType("qwen35")->ignore_merges);
+  EXPECT_FALSE(internal::LookupPreType("qwen35")->add_bos);
   EXPECT_FALSE(internal::LookupPreType("tekken").has_value());
 }
 
