@@ -35,8 +35,13 @@ const std::vector<FlagSpec> kFlags = {
     {"turns", "20", "turns of the chat"},
     {"system-words", "120", "words in the system prompt"},
     {"user-words", "120", "words per user message"},
-    {"preset", "", "a named trace; flags given explicitly win. '4k': issue 5's 20-turn chat growing to ~4k prompt "
-                   "tokens (user-words 72; the defaults grow to ~6.2k)"},
+    {"preset", "", "a named trace; flags given explicitly win. '4k': a 20-turn chat growing to ~4k prompt "
+                   "tokens (user-words 72; the defaults grow to ~6.2k). 'hybrid': the 4k chat plus, every "
+                   "3rd turn, a regenerated reply and an edited last message (where hybrid models such as "
+                   "Qwen 3.5 and Nemotron-H restart from snapshots)"},
+    {"regenerate-every", "0", "every N turns, ask for the last reply again (same prompt) before going on (0 = never)"},
+    {"edit-every", "0", "every N turns, send the last user message with its last words changed before going on "
+                        "(0 = never)"},
     {"reply-tokens", "32", "max_tokens of each reply"},
     {"modes", "on,off", "which runs: on, off or on,off (off sends cache_prompt: false)"},
     {"out", "bench-out/chat", "output path prefix: <out>.csv and <out>.png"},
@@ -63,6 +68,7 @@ std::string Words(std::mt19937& rng, int n) {
 struct TurnResult {
   int turn = 0;
   std::string mode;
+  std::string kind = "turn";  // turn, regenerate (the same prompt again) or edit (last message changed)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double ttft_ms = 0, total_ms = 0;
   // From the reply's `timings`, when the server sends them (llama.cpp's
@@ -191,8 +197,11 @@ Status WritePlot(const std::string& out, const std::string& label) {
     << "set title 'Time to first token per turn (" << label << ")'\n"
     << "set xlabel 'turn'\nset ylabel 'TTFT (ms)'\nset grid\nset key left top\n"
     << "set datafile separator ','\n"
-    << "plot '" << out << ".csv' using 2:($3 == 1 ? $7 : 1/0) with linespoints title 'cache on', \\\n"
-    << "     '" << out << ".csv' using 2:($3 == 0 ? $7 : 1/0) with linespoints title 'cache off'\n";
+    << "turn(k) = strcol(12) eq k\n"
+    << "plot '" << out << ".csv' using 2:($3 == 1 && turn('turn') ? $7 : 1/0) with linespoints title 'cache on', \\\n"
+    << "     '" << out << ".csv' using 2:($3 == 0 && turn('turn') ? $7 : 1/0) with linespoints title 'cache off', \\\n"
+    << "     '" << out << ".csv' using 2:($3 == 1 && turn('regenerate') ? $7 : 1/0) with points title 'regenerate, cache on', \\\n"
+    << "     '" << out << ".csv' using 2:($3 == 1 && turn('edit') ? $7 : 1/0) with points title 'edit, cache on'\n";
   g.close();
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     return Status::NotSupported("gnuplot is not installed; no PNG written (" + script + " is ready)");
@@ -206,12 +215,18 @@ Status Run(const Flags& f) {
   MX_ASSIGN_OR_RETURN(int64_t turns, f.GetInt("turns", 1, 1000));
   MX_ASSIGN_OR_RETURN(int64_t system_words, f.GetInt("system-words", 0, 100000));
   MX_ASSIGN_OR_RETURN(int64_t user_words, f.GetInt("user-words", 1, 100000));
-  if (f.Get("preset") == "4k") {
+  MX_ASSIGN_OR_RETURN(int64_t regenerate_every, f.GetInt("regenerate-every", 0, 1000));
+  MX_ASSIGN_OR_RETURN(int64_t edit_every, f.GetInt("edit-every", 0, 1000));
+  if (f.Get("preset") == "4k" || f.Get("preset") == "hybrid") {
     // Measured with make-model --preset smollm2-135m: 120 + 20 x 72 words (32-token
     // replies) reach ~4k prompt tokens at turn 20.
     if (!f.Has("user-words")) user_words = 72;
+    if (f.Get("preset") == "hybrid") {
+      if (!f.Has("regenerate-every")) regenerate_every = 3;
+      if (!f.Has("edit-every")) edit_every = 3;
+    }
   } else if (!f.Get("preset").empty()) {
-    return Status::InvalidArgument("--preset: expected 4k, got '" + f.Get("preset") + "'");
+    return Status::InvalidArgument("--preset: expected 4k or hybrid, got '" + f.Get("preset") + "'");
   }
   MX_ASSIGN_OR_RETURN(int64_t reply_tokens, f.GetInt("reply-tokens", 1, 100000));
   MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
@@ -253,11 +268,38 @@ Status Run(const Flags& f) {
                    {"ignore_eos", true},       {"stream_options", {{"include_usage", true}}},
                    {"logprobs", true}};
       if (!f.Get("model").empty()) body["model"] = f.Get("model");
+      // Side requests before the turn proper (their replies are dropped, the
+      // chat goes on as if they had not happened): the same prompt again, as
+      // a "regenerate" button sends it, and the last message edited.
+      auto probe = [&](const char* kind, const Json& probe_body) -> Status {
+        TurnResult p;
+        p.turn = turn;
+        p.mode = mode;
+        p.kind = kind;
+        std::string ignored;
+        MX_RETURN_IF_ERROR(RunTurn(target, probe_body, &p, &ignored)
+                               .WithContext(std::string(kind) + " at turn " + std::to_string(turn)));
+        std::fprintf(stderr, "[cache %-3s] turn %2d %-10s: prompt %6lld tokens, cached %6lld, TTFT %9.1f ms\n",
+                     mode.c_str(), turn, kind, static_cast<long long>(p.prompt_tokens),
+                     static_cast<long long>(p.cached_tokens), p.ttft_ms);
+        results.push_back(p);
+        return Status::Ok();
+      };
       TurnResult r;
       r.turn = turn;
       r.mode = mode;
       std::string reply;
       MX_RETURN_IF_ERROR(RunTurn(target, body, &r, &reply).WithContext("turn " + std::to_string(turn)));
+      if (regenerate_every > 0 && turn % regenerate_every == 0) {
+        MX_RETURN_IF_ERROR(probe("regenerate", body));
+      }
+      if (edit_every > 0 && turn % edit_every == 0) {
+        Json edited = body;
+        std::string& text = edited["messages"].back()["content"].get_ref<std::string&>();
+        const size_t cut = text.size() > 40 ? text.size() - 40 : 0;
+        text = text.substr(0, cut) + Words(rng, 6);
+        MX_RETURN_IF_ERROR(probe("edit", edited));
+      }
       messages.push_back({{"role", "assistant"}, {"content", reply}});
       last_prompt_tokens = r.prompt_tokens + r.completion_tokens;
       sum_ttft += r.ttft_ms;
@@ -299,7 +341,7 @@ Status Run(const Flags& f) {
   // The timing columns come last (the plot reads columns 2, 3 and 7) and are
   // empty when the server sent no timings.
   csv << "label,turn,cache_on,prompt_tokens,cached_tokens,completion_tokens,ttft_ms,total_ms,prompt_n,prompt_ms,"
-         "cache_ms\n";
+         "cache_ms,kind\n";
   for (const auto& r : results) {
     csv << label << "," << r.turn << "," << (r.mode == "on" ? 1 : 0) << "," << r.prompt_tokens << ","
         << r.cached_tokens << "," << r.completion_tokens << "," << r.ttft_ms << "," << r.total_ms << ",";
@@ -309,7 +351,7 @@ Status Run(const Flags& f) {
     } else {
       csv << ",,";
     }
-    csv << "\n";
+    csv << "," << r.kind << "\n";
   }
   csv.close();
   std::fprintf(stderr, "wrote %s.csv\n", out.c_str());
