@@ -64,7 +64,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const LoadedModel& model, c
                                                       Env* env) {
   if (options.n_parallel < 1) return Status::InvalidArgument("scheduler: n_parallel must be >= 1");
   MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model.model, {.n_threads = options.n_threads,
-                                                                         .kv_type = DType::kF16,
+                                                                         .kv_type = options.kv_type,
                                                                          .n_ctx = options.n_ctx}));
   return std::unique_ptr<Scheduler>(new Scheduler(model, options, env, std::move(runner)));
 }

@@ -44,6 +44,7 @@ struct SchedulerOptions {
   int n_threads = 1;
   int64_t n_ctx = 0;           // 0: the model's, capped at 8192
   int n_parallel = 4;          // sequences decoded at once
+  DType kv_type = DType::kF16;  // attention KV rows: F16 or F32
   int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
   std::string model_name;      // for log lines
   // The RAM pool of cached conversations and, through cache.saved, the

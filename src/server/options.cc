@@ -16,6 +16,7 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_THREADS", "threads", "physical cores", "compute threads per loaded model (1..1024)"},
       {"MATRICXON_CTX_SIZE", "ctx-size", "model's, capped at 8192", "context window per chat (0 = model's; 0..4194304)"},
       {"MATRICXON_PARALLEL", "parallel", "4", "chats decoded at once per model (1..256)"},
+      {"MATRICXON_KV_TYPE", "kv-type", "f16", "attention KV rows: f16 or f32"},
       {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
       {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
       {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
@@ -123,6 +124,14 @@ Result<ServerOptions> LoadServerOptions(
     } else if (s.flag == "parallel") {
       MX_ASSIGN_OR_RETURN(int64_t p, ParseRange(name, v, 1, 256));
       o.parallel = static_cast<int>(p);
+    } else if (s.flag == "kv-type") {
+      if (v == "f16") {
+        o.kv_type = DType::kF16;
+      } else if (v == "f32") {
+        o.kv_type = DType::kF32;
+      } else {
+        return Status::InvalidArgument(name + "='" + v + "': expected f16 or f32");
+      }
     } else if (s.flag == "max-loaded-models") {
       MX_ASSIGN_OR_RETURN(int64_t m, ParseRange(name, v, 1, 64));
       o.max_loaded_models = static_cast<int>(m);

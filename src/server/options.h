@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace mx::server {
@@ -21,6 +22,7 @@ struct ServerOptions {
   int threads = 0;            // 0: physical cores
   int64_t ctx_size = 0;       // 0: the model's, capped at 8192
   int parallel = 4;
+  DType kv_type = DType::kF16;  // attention KV rows
   int max_loaded_models = 2;
   int64_t keep_alive_s = 1800;
   std::string admin_token;    // empty: admin routes are open

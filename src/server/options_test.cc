@@ -34,6 +34,19 @@ TEST(OptionsTest, EnvironmentAndFlags) {
   EXPECT_EQ(o->admin_token, "s3cret");
 }
 
+TEST(OptionsTest, KvType) {
+  auto d = Load({}, {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->kv_type, DType::kF16);
+  auto f = Load({{"kv-type", "f32"}}, {{"MATRICXON_KV_TYPE", "f16"}});
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kv_type, DType::kF32);
+  auto bad = Load({}, {{"MATRICXON_KV_TYPE", "q8"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MATRICXON_KV_TYPE='q8': expected f16 or f32"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST(OptionsTest, BadValueNamesVariableAndRange) {
   auto o = Load({}, {{"MATRICXON_PARALLEL", "zero"}});
   ASSERT_FALSE(o.ok());
