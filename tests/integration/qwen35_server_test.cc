@@ -1,0 +1,223 @@
+// Qwen 3.5 (qwen35: Gated DeltaNet + gated attention) through the real
+// server, on the reference tiny-qwen35 model: the reference conversation
+// turn by turn against llama.cpp's greedy tokens (with the cache reading only
+// each turn's new tokens), a restart that goes on from the saved cache, and
+// concurrent chats sharing a start whose replies never depend on the cache.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "http_helpers.h"
+#include "server_process.h"
+
+namespace mx::testing {
+namespace {
+
+Json LoadRef() {
+  std::ifstream f(std::string(MATRICXON_REF_DIR) + "/ref-tiny-qwen35.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return Json::parse(ss.str(), nullptr, false);
+}
+
+const Json& Ref() {
+  static const Json* ref = new Json(LoadRef());
+  return *ref;
+}
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::vector<Msg> Messages(const Json& turn) {
+  std::vector<Msg> m;
+  for (const Json& x : turn["messages"])
+    m.push_back({x["role"].get<std::string>(), x["content"].get<std::string>()});
+  return m;
+}
+
+// A greedy reply of at most n tokens, with each token's bytes.
+struct TokenReply {
+  int status = 0;
+  std::string text;  // message.content
+  std::string finish_reason;
+  std::vector<std::string> pieces;
+  std::vector<double> logprobs;
+  int64_t prompt_tokens = 0, cached = 0;
+  std::string raw;
+};
+TokenReply Greedy(int port, const std::vector<Msg>& msgs, int n, bool cache = true) {
+  Json body = ChatRequestBody(msgs, n, cache);
+  body["logprobs"] = true;
+  Reply r = Post(port, "/v1/chat/completions", body.dump());
+  TokenReply t;
+  t.status = r.status;
+  t.raw = r.raw;
+  if (r.status != 200) return t;
+  t.text = r.body["choices"][0]["message"]["content"].get<std::string>();
+  t.finish_reason = r.body["choices"][0]["finish_reason"].get<std::string>();
+  for (const Json& tok : r.body["choices"][0]["logprobs"]["content"]) {
+    std::string bytes;
+    for (const Json& b : tok["bytes"]) bytes += static_cast<char>(b.get<int>());
+    t.pieces.push_back(bytes);
+    t.logprobs.push_back(tok["logprob"].get<double>());
+  }
+  t.prompt_tokens = r.body["usage"]["prompt_tokens"].get<int64_t>();
+  t.cached = r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  return t;
+}
+
+class Qwen35ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    signal(SIGPIPE, SIG_IGN);
+    ASSERT_FALSE(Ref().is_discarded()) << "ref-tiny-qwen35.json";
+    dir_ = TempDir(std::string("qwen35_") +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::copy_file(std::string(MATRICXON_REF_DIR) + "/models/tiny-qwen35.gguf",
+                  dir_ + "/models/tiny.gguf");
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  void Start(std::vector<std::string> args) {
+    server_ = std::make_unique<ServerProcess>();
+    // F32 keys and values: llama.cpp's reference ran with them, so the
+    // greedy tokens are comparable wherever its top-1 margin is above ~1e-4.
+    args.insert(args.end(), {"--threads", "1", "--ctx-size", "1024", "--kv-type", "f32"});
+    std::string error;
+    ASSERT_TRUE(server_->Start(args,
+                               {{"MATRICXON_MODELS_DIR", dir_ + "/models"},
+                                {"MATRICXON_PROMPT_CACHE_DIR", dir_ + "/prompt_cache"}},
+                               dir_ + "/server" + std::to_string(++starts_) + ".log", &error))
+        << error;
+  }
+  int port() const { return server_->port(); }
+  std::string Log() const { return server_->Log(); }
+
+  // Turn k (0-based) of the reference conversation: the reply's tokens equal
+  // llama.cpp's greedy ones while its margin allows a comparison.
+  TokenReply ExpectReferenceTurn(size_t k) {
+    const Json& turn = Ref()["conversation"]["turns"][k];
+    TokenReply r = Greedy(port(), Messages(turn), 16);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.prompt_tokens, turn["n_tokens"].get<int64_t>())
+        << "turn " << k + 1 << ": template or tokenizer";
+    // llama.cpp's greedy run was not stopped at the end of the turn; a
+    // server reply is: compare the tokens before it, then the stop.
+    const Json& greedy = turn["greedy"];
+    const Json& eog = turn["reply"]["first_eog_step"];
+    const size_t n_ref = eog.is_null() ? greedy["pieces_hex"].size() : eog.get<size_t>();
+    size_t compared = 0;
+    bool all = true;
+    for (size_t i = 0; i < n_ref; ++i) {
+      if (greedy["margin_top1_top2"][i].get<double>() < 1e-4) {
+        all = false;
+        break;
+      }
+      EXPECT_LT(i, r.pieces.size())
+          << "turn " << k + 1 << ": reply ended at step " << r.pieces.size();
+      if (i >= r.pieces.size()) break;
+      EXPECT_EQ(r.pieces[i], FromHex(greedy["pieces_hex"][i].get<std::string>()))
+          << "turn " << k + 1 << " step " << i;
+      ++compared;
+    }
+    if (all && !eog.is_null()) {
+      EXPECT_EQ(r.pieces.size(), n_ref)
+          << "turn " << k + 1 << ": the end of the turn comes at step " << n_ref;
+      EXPECT_EQ(r.finish_reason, "stop") << "turn " << k + 1;
+    }
+    EXPECT_GE(compared + (eog.is_null() ? 0 : 16 - n_ref), 8u) << "turn " << k + 1;
+    return r;
+  }
+
+  std::string dir_;
+  int starts_ = 0;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(Qwen35ServerTest, ReferenceConversationMatchesLlamaCppTurnByTurn) {
+  Start({"--persist-prompt-cache", "false"});
+  TokenReply t1 = ExpectReferenceTurn(0);
+  EXPECT_EQ(t1.cached, 0);
+  for (size_t k = 1; k < 3; ++k) {
+    TokenReply t = ExpectReferenceTurn(k);
+    // The earlier turns came from the cache: only the new message was read.
+    const int64_t shared =
+        Ref()["conversation"]["turns"][k]["common_prefix_tokens"]["with_previous_prompt"]
+            .get<int64_t>();
+    EXPECT_GE(t.cached, shared - 1) << "turn " << k + 1;
+  }
+  EXPECT_NE(Log().find("from RAM"), std::string::npos) << Log();
+}
+
+TEST_F(Qwen35ServerTest, RestartedServerGoesOnFromTheSavedCache) {
+  Start({});
+  ExpectReferenceTurn(0);
+  ASSERT_EQ(server_->StopWith(SIGTERM), 0) << Log();  // writes the cached chat
+  Start({});
+  TokenReply t2 = ExpectReferenceTurn(1);
+  EXPECT_GT(t2.cached, 40) << Log();
+  EXPECT_NE(Log().find("tokens from disk"), std::string::npos) << Log();
+}
+
+// Several users at once with chats that share their start (the system
+// prompt), continue, regenerate and edit their last message: every cached
+// reply equals the reply read from scratch, token for token and to the bit
+// of each log-probability, and every turn after the first reuses its cache.
+TEST_F(Qwen35ServerTest, ConcurrentChatsSharingAStartNeverChangeAReply) {
+  Start({"--prompt-cache-slots", "3", "--parallel", "3", "--persist-prompt-cache", "false",
+         "--prompt-cache-snapshot-every", "32"});
+  const std::string system = Ref()["conversation"]["system"].get<std::string>();
+  std::mt19937 rng(11);
+  const std::vector<std::string> words = {"licence", "share", "modified", "program", "private",
+                                          "source",  "copy",  "notes",    "why",     "line"};
+  auto sentence = [&](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += words[rng() % words.size()] + (i + 1 < n ? " " : "?");
+    return s;
+  };
+  std::vector<std::vector<Msg>> chats(3);
+  for (auto& c : chats) c = {{"system", system}, {"user", sentence(6)}};
+  int reused = 0, compared = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::vector<Msg>> prompts = chats;
+    if (round % 2 == 1) prompts[1].back().content = sentence(7);  // chat 1 edits its last message
+    std::vector<TokenReply> cached(3);
+    std::vector<std::thread> users;
+    for (int u = 1; u < 3; ++u)
+      users.emplace_back([&, u] { cached[u] = Greedy(port(), prompts[u], 6); });
+    cached[0] = Greedy(port(), prompts[0], 6);
+    for (auto& t : users) t.join();
+    for (int u = 0; u < 3; ++u) {
+      ASSERT_EQ(cached[u].status, 200)
+          << "round " << round << " user " << u << ": " << cached[u].raw << "\n"
+          << Log();
+      const TokenReply fresh = Greedy(port(), prompts[u], 6, /*cache=*/false);
+      ASSERT_EQ(fresh.status, 200) << fresh.raw;
+      EXPECT_EQ(cached[u].pieces, fresh.pieces) << "round " << round << " user " << u;
+      EXPECT_EQ(cached[u].logprobs, fresh.logprobs) << "round " << round << " user " << u;
+      reused += cached[u].cached > 0;
+      compared += static_cast<int>(fresh.pieces.size());
+      // Round 2 regenerates user 2's reply: the chat is not advanced.
+      if (round == 2 && u == 2) continue;
+      chats[static_cast<size_t>(u)] = prompts[static_cast<size_t>(u)];
+      chats[static_cast<size_t>(u)].push_back({"assistant", fresh.text});
+      chats[static_cast<size_t>(u)].push_back({"user", sentence(5 + u)});
+    }
+  }
+  EXPECT_GE(reused, 11) << Log();
+  EXPECT_GT(compared, 5 * 3 * 3);
+}
+
+}  // namespace
+}  // namespace mx::testing
