@@ -45,6 +45,7 @@ struct LayerWeights {
   Matrix ssm_alpha;              // DeltaNet: [n_embd] -> [H] (decay input)
   Matrix ssm_beta;               // DeltaNet: [n_embd] -> [H] (write strength)
   std::vector<float> ssm_conv_w;  // [C, d_conv] (channel-major, k = 0 oldest)
+  std::vector<float> ssm_conv_taps;  // DeltaNet: the same weights tap-major, [d_conv][C]
   std::vector<float> ssm_conv_b;  // [C] (zeros when the file has none)
   std::vector<float> ssm_dt_bias;  // [H]
   std::vector<float> ssm_a;       // [H] (already -exp(A_log))

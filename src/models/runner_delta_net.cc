@@ -67,19 +67,25 @@ void Runner::DeltaNetMixer(size_t layer, size_t rec_index, int64_t n) {
     for (const std::vector<int64_t>& entries : seq_entries_) {
       SequenceState* seq = plan_[static_cast<size_t>(entries[0])].seq;
       float* window = seq->conv_state(rec_index);  // [d_conv - 1][n_ch], oldest first
+      const size_t len = static_cast<size_t>(ch1 - ch0);
       for (int64_t i : entries) {
         const float* in = &ff1_[static_cast<size_t>(i * n_ch)];
         float* conv = &ff2_[static_cast<size_t>(i * n_ch)];
-        for (int64_t ch = ch0; ch < ch1; ++ch) {
-          const float* wc = &w.ssm_conv_w[static_cast<size_t>(ch * d_conv)];
-          float sum = 0.0f;
-          for (int64_t k = 0; k < d_conv - 1; ++k) sum += wc[k] * window[k * n_ch + ch];
-          sum += wc[d_conv - 1] * in[ch];
-          conv[ch] = SiluScalar(sum + w.ssm_conv_b[static_cast<size_t>(ch)]);
-          for (int64_t k = 0; k + 1 < d_conv - 1; ++k)
-            window[k * n_ch + ch] = window[(k + 1) * n_ch + ch];
-          if (d_conv > 1) window[(d_conv - 2) * n_ch + ch] = in[ch];
+        // sum over taps of tap[k] * [window | in][k], oldest first, then the
+        // bias; along channels, so every loop runs over contiguous floats.
+        for (int64_t ch = ch0; ch < ch1; ++ch) conv[ch] = 0.0f;
+        for (int64_t k = 0; k < d_conv; ++k) {
+          const float* tap = &w.ssm_conv_taps[static_cast<size_t>(k * n_ch)];
+          const float* x = k < d_conv - 1 ? window + k * n_ch : in;
+          for (int64_t ch = ch0; ch < ch1; ++ch) conv[ch] += tap[ch] * x[ch];
         }
+        for (int64_t ch = ch0; ch < ch1; ++ch) conv[ch] += w.ssm_conv_b[static_cast<size_t>(ch)];
+        kernels::Silu(conv + ch0, static_cast<int64_t>(len));
+        for (int64_t k = 0; k + 1 < d_conv - 1; ++k) {
+          std::memcpy(window + k * n_ch + ch0, window + (k + 1) * n_ch + ch0, len * sizeof(float));
+        }
+        if (d_conv > 1)
+          std::memcpy(window + (d_conv - 2) * n_ch + ch0, in + ch0, len * sizeof(float));
         const int64_t after = plan_[static_cast<size_t>(i)].pos + 1;
         if (float* snap = seq->PendingSnapshot(after, rec_index)) {
           for (int64_t k = 0; k < d_conv - 1; ++k) {

@@ -113,6 +113,14 @@ Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeigh
   MX_ASSIGN_OR_RETURN(w.ssm_alpha, b.Mat(Blk(i, "ssm_alpha.weight"), e, h));
   MX_ASSIGN_OR_RETURN(w.ssm_beta, b.Mat(Blk(i, "ssm_beta.weight"), e, h));
   MX_ASSIGN_OR_RETURN(w.ssm_conv_w, b.Vec(Blk(i, "ssm_conv1d.weight"), {c.ssm_d_conv, ch}));
+  // Tap-major, so the conv runs along channels (contiguous in the window).
+  w.ssm_conv_taps.resize(w.ssm_conv_w.size());
+  for (int64_t k = 0; k < c.ssm_d_conv; ++k) {
+    for (int64_t j = 0; j < ch; ++j) {
+      w.ssm_conv_taps[static_cast<size_t>(k * ch + j)] =
+          w.ssm_conv_w[static_cast<size_t>(j * c.ssm_d_conv + k)];
+    }
+  }
   if (b.Has(Blk(i, "ssm_conv1d.bias"))) {
     MX_ASSIGN_OR_RETURN(w.ssm_conv_b, b.Vec(Blk(i, "ssm_conv1d.bias"), {ch}));
   } else {
