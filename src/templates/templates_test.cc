@@ -15,9 +15,10 @@ namespace {
 using json = nlohmann::json;
 namespace td = testdata;
 
-constexpr TemplateFamily kAllFamilies[] = {TemplateFamily::kChatml, TemplateFamily::kQwen3,
-                                           TemplateFamily::kLlama3, TemplateFamily::kMistral,
-                                           TemplateFamily::kGemma,  TemplateFamily::kPhi3};
+constexpr TemplateFamily kAllFamilies[] = {TemplateFamily::kChatml,  TemplateFamily::kQwen3,
+                                           TemplateFamily::kQwen35,  TemplateFamily::kLlama3,
+                                           TemplateFamily::kMistral, TemplateFamily::kGemma,
+                                           TemplateFamily::kPhi3};
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -80,7 +81,7 @@ TEST(FamilyNameTest, UnknownNameListsValidNames) {
   EXPECT_EQ(f.status().code(), Status::Code::kInvalidArgument);
   const std::string& msg = f.status().message();
   EXPECT_NE(msg.find("\"llama2\""), std::string::npos) << msg;
-  for (const char* name : {"chatml", "qwen3", "llama3", "mistral", "gemma", "phi3"}) {
+  for (const char* name : {"chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3"}) {
     EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
   EXPECT_FALSE(FamilyFromName("").ok());
@@ -279,9 +280,50 @@ TEST(RenderTest, Qwen3EnableThinkingFalseClosesThinkBlock) {
             "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(RenderTest, Qwen35GenerationPromptOpensThinkBlock) {
+  const std::vector<ChatMessage> msgs = {{"user", "U1", {}}};
+  const std::string head = "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n";
+  RenderOptions opt;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n");
+  opt.enable_thinking = true;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n");
+  opt.enable_thinking = false;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n\n</think>\n\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n");
+}
+
+// Qwen3.5 trims every content and the reasoning; Qwen3 strips only newlines
+// around the reasoning and leading newlines of a final reply.
+TEST(RenderTest, Qwen35TrimsContentAndReasoning) {
+  const std::vector<ChatMessage> msgs = {
+      {"system", "  S\n", {}}, {"user", "\tU1 ", {}}, {"assistant", " A1\n", "\n R \n"}};
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nR\n</think>\n\nA1<|im_end|>\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen3, msgs, Opts(false)),
+            "<|im_start|>system\n  S\n<|im_end|>\n<|im_start|>user\n\tU1 <|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n R \n</think>\n\n A1\n<|im_end|>\n");
+}
+
+// After the last user query Qwen3.5 gives every reply a think block, empty or
+// not; Qwen3 only the last one and those with reasoning.
+TEST(RenderTest, Qwen35EveryReplyAfterLastQueryGetsThinkBlock) {
+  const std::vector<ChatMessage> msgs = {
+      {"user", "U1", {}}, {"assistant", "A1", {}}, {"assistant", "A2", {}}};
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen3, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+}
+
 TEST(RenderTest, EndOfTurnStrings) {
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kChatml).front(), "<|im_end|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kQwen3).front(), "<|im_end|>");
+  EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kQwen35).front(), "<|im_end|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kLlama3).front(), "<|eot_id|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kMistral).front(), "</s>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kGemma).front(), "<end_of_turn>");
@@ -342,6 +384,38 @@ TEST(RenderErrorTest, SystemOnlyAtIndexZero) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("message 2 is a system message"), std::string::npos)
       << r.status().message();
+}
+
+TEST(RenderErrorTest, Qwen35SystemOnlyAtIndexZero) {
+  for (const char* role : {"system", "developer"}) {
+    const std::vector<ChatMessage> msgs = {
+        {"user", "U1", {}}, {"assistant", "A1", {}}, {role, "S", {}}, {"user", "U2", {}}};
+    Result<std::string> r = Render(TemplateFamily::kQwen35, msgs, RenderOptions{});
+    ASSERT_FALSE(r.ok()) << role;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("message 2 is a system message"), std::string::npos)
+        << r.status().message();
+    // Qwen3 renders it in place.
+    EXPECT_TRUE(Render(TemplateFamily::kQwen3, msgs, RenderOptions{}).ok()) << role;
+  }
+}
+
+// Qwen3.5 raises "No user query found in messages." when no user message is a
+// query; a tool response counts as none, even with whitespace around it.
+TEST(RenderErrorTest, Qwen35NeedsAUserQuery) {
+  const std::vector<std::vector<ChatMessage>> no_query = {
+      {{"system", "S", {}}},
+      {{"assistant", "A0", {}}},
+      {{"user", " <tool_response>x</tool_response>\n", {}}, {"assistant", "a", {}}},
+  };
+  for (const std::vector<ChatMessage>& msgs : no_query) {
+    Result<std::string> r = Render(TemplateFamily::kQwen35, msgs, RenderOptions{});
+    ASSERT_FALSE(r.ok()) << msgs[0].content;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("no user query"), std::string::npos)
+        << r.status().message();
+    EXPECT_TRUE(Render(TemplateFamily::kQwen3, msgs, RenderOptions{}).ok()) << msgs[0].content;
+  }
 }
 
 // The official templates would silently drop the system prompt here; we refuse.
@@ -407,13 +481,17 @@ void ExpectPropertiesBC(TemplateFamily f, const std::vector<ChatMessage>& conv,
   }
 }
 
-TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptQwen3A) {
+TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptTheQwenThinkingOnes) {
   const std::vector<ChatMessage> conv = Conversation();
   for (TemplateFamily f : kAllFamilies) {
-    ExpectPropertyA(f, conv, /*holds=*/f != TemplateFamily::kQwen3);
+    // qwen3 and qwen3.5 give a final reply a think block that later turns drop.
+    const bool qwen = f == TemplateFamily::kQwen3 || f == TemplateFamily::kQwen35;
+    ExpectPropertyA(f, conv, /*holds=*/!qwen);
     // Mistral writes " " + reply in the history; its prompt ends with " [/INST]".
     const std::string lead = f == TemplateFamily::kMistral ? " " : "";
-    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/true, /*c_holds=*/true);
+    // qwen3.5's generation prompt opens a think block that the history lacks.
+    const bool qwen35 = f == TemplateFamily::kQwen35;
+    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/!qwen35, /*c_holds=*/!qwen35);
   }
 }
 
@@ -462,6 +540,53 @@ TEST(PrefixPropertyTest, Qwen3ThinkingOffBreaksC) {
   const std::string shared =
       prompt.substr(0, prompt.size() - std::string("<think>\n\n</think>\n\n").size());
   EXPECT_TRUE(StartsWith(next, shared));
+}
+
+// Qwen3.5: P, the prompt less its generation prompt's think text (so it ends
+// with "<|im_start|>assistant\n"), is a prefix of the next turn whatever
+// enable_thinking is on either side (C'); with a trimmed reply that has no
+// think block, so is P + reply + "<|im_end|>" (B').
+TEST(PrefixPropertyTest, Qwen35NextTurnSharesThePromptLessItsThinkText) {
+  const std::vector<ChatMessage> conv = Conversation();
+  std::vector<RenderOptions> opts(3, Opts(true));
+  opts[1].enable_thinking = true;
+  opts[2].enable_thinking = false;
+  const std::string eot = EndOfTurnStrings(TemplateFamily::kQwen35).front();
+  for (const RenderOptions& prompt_opt : opts) {
+    const std::string think =
+        prompt_opt.enable_thinking == false ? "<think>\n\n</think>\n\n" : "<think>\n";
+    for (const RenderOptions& next_opt : opts) {
+      for (size_t end_u = 2; end_u + 2 < conv.size(); end_u += 2) {
+        SCOPED_TRACE("k=" + std::to_string(end_u));
+        const std::string prompt =
+            MustRender(TemplateFamily::kQwen35, Head(conv, end_u), prompt_opt);
+        ASSERT_TRUE(prompt.ends_with("<|im_start|>assistant\n" + think)) << prompt;
+        const std::string p = prompt.substr(0, prompt.size() - think.size());
+        const std::string next =
+            MustRender(TemplateFamily::kQwen35, Head(conv, end_u + 2), next_opt);
+        EXPECT_TRUE(StartsWith(next, p)) << next;
+        EXPECT_TRUE(StartsWith(next, p + conv[end_u].content + eot)) << next;
+        EXPECT_FALSE(StartsWith(next, prompt)) << next;
+      }
+    }
+  }
+}
+
+// (B') needs the reply as the history keeps it: trimmed, and only the text
+// after its last "</think>".
+TEST(PrefixPropertyTest, Qwen35HistoryKeepsTheTrimmedAnswerOnly) {
+  std::vector<ChatMessage> conv = Conversation();
+  conv[2].content = "<think>\nadd\n</think>\n\n4.";
+  conv[4].content = " 6.\n";
+  const std::string eot = EndOfTurnStrings(TemplateFamily::kQwen35).front();
+  const std::string think = "<think>\n";
+  for (const auto& [end_u, kept] : {std::pair<size_t, std::string>{2, "4."}, {4, "6."}}) {
+    const std::string prompt = MustRender(TemplateFamily::kQwen35, Head(conv, end_u), Opts(true));
+    const std::string p = prompt.substr(0, prompt.size() - think.size());
+    const std::string next = MustRender(TemplateFamily::kQwen35, Head(conv, end_u + 2), Opts(true));
+    EXPECT_FALSE(StartsWith(next, p + conv[end_u].content + eot)) << next;
+    EXPECT_TRUE(StartsWith(next, p + kept + eot)) << next;
+  }
 }
 
 }  // namespace
