@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -97,6 +98,7 @@ TEST(DetectFamilyTest, ReferenceTokenizerTemplateIsChatml) {
 TEST(DetectFamilyTest, OfficialTemplates) {
   EXPECT_EQ(DetectFamily(td::kQwen25), TemplateFamily::kChatml);
   EXPECT_EQ(DetectFamily(td::kRenderQwen3), TemplateFamily::kQwen3);
+  EXPECT_EQ(DetectFamily(td::kRenderQwen35), TemplateFamily::kQwen35);
   EXPECT_EQ(DetectFamily(td::kRenderLlama3), TemplateFamily::kLlama3);
   EXPECT_EQ(DetectFamily(td::kLlama31), TemplateFamily::kLlama3);
   EXPECT_EQ(DetectFamily(td::kRenderMistralV1), TemplateFamily::kMistral);
@@ -126,6 +128,7 @@ TEST(RenderTest, MatchesJinjaGoldens) {
   const json goldens =
       ReadJson(std::string(MATRICXON_SOURCE_DIR) + "/src/templates/testdata/jinja_goldens.json");
   size_t n_checked = 0;
+  std::map<TemplateFamily, size_t> per_family;
   for (const json& c : goldens.at("cases")) {
     const std::string family_name = c.at("family").get<std::string>();
     Result<TemplateFamily> family = FamilyFromName(family_name);
@@ -146,8 +149,10 @@ TEST(RenderTest, MatchesJinjaGoldens) {
       EXPECT_EQ(*got, c.at("expected").get<std::string>());
     }
     ++n_checked;
+    ++per_family[*family];
   }
-  EXPECT_GE(n_checked, 200u);
+  EXPECT_GE(n_checked, 370u);
+  for (TemplateFamily f : kAllFamilies) EXPECT_GE(per_family[f], 34u) << FamilyName(f);
 }
 
 TEST(RenderTest, ReferenceChatPromptByteForByte) {
