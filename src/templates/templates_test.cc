@@ -250,7 +250,7 @@ TEST(RenderTest, ReferenceChatPromptByteForByte) {
   }
   ASSERT_EQ(msgs.size(), 4u);
   const std::string rendered = MustRender(TemplateFamily::kChatml, msgs);
-  for (const char* model : {"tiny-llama", "tiny-qwen3", "tiny-hybrid-nemotron_h"}) {
+  for (const char* model : {"tiny-llama", "tiny-qwen3", "tiny-hybrid-nemotron_h", "tiny-qwen35"}) {
     const json ref = ReadJson(std::string(MATRICXON_REF_DIR) + "/ref-" + model + ".json");
     bool found = false;
     for (const json& p : ref.at("prompts")) {
