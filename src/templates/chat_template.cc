@@ -178,67 +178,122 @@ void RenderChatml(std::span<const ChatMessage> messages, const std::vector<Role>
   if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
 }
 
-// Qwen3 (Qwen3-*B chat_template, non-tool path). System and user messages as
-// ChatML. For an assistant message:
-//   reasoning = message.reasoning_content if given; else if '</think>' in content:
-//     reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
-//     content   = content.split('</think>')[-1].lstrip('\n')
-//   if index > last_query_index and (loop.last or reasoning):
-//     '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n'
+// Qwen3 and Qwen3.5 (Qwen3-*B and Qwen3.5-*B chat_template, non-tool paths)
+// share their structure; QwenRules below holds where they differ. Both:
+//   last_query_index = index of the last user message whose content is not
+//     '<tool_response>...</tool_response>' (Qwen3.5 tests the trimmed content);
+//   system and user messages as ChatML; for an assistant message:
+//     reasoning = message.reasoning_content if given; else if '</think>' in content:
+//       reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+//       content   = content.split('</think>')[-1].lstrip('\n')
+//     with a think block: '<|im_start|>assistant\n<think>\n' + reasoning' + '\n</think>\n\n'
 //       + content.lstrip('\n') + '<|im_end|>\n'
-//   else: '<|im_start|>assistant\n' + content + '<|im_end|>\n'
-// where last_query_index is the index of the last user message whose content is
-// not a '<tool_response>...</tool_response>' (messages|length - 1 if none).
-// So every assistant turn before the last user message loses its <think> block,
-// and a final assistant message always gets one (empty if it had none).
-// Generation prompt: '<|im_start|>assistant\n', plus '<think>\n\n</think>\n\n'
-// when enable_thinking is false.
-void RenderQwen3(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
-                 const RenderOptions& options, std::string& out) {
-  const size_t n = messages.size();
-  size_t last_query_index = n - 1;
-  for (size_t k = n; k-- > 0;) {
-    const std::string_view c = messages[k].content;
-    const bool is_tool_response =
-        c.starts_with("<tool_response>") && c.ends_with("</tool_response>");
-    if (roles[k] == Role::kUser && !is_tool_response) {
-      last_query_index = k;
-      break;
+//     else: '<|im_start|>assistant\n' + content + '<|im_end|>\n'
+//   generation prompt: '<|im_start|>assistant\n', then '<think>\n\n</think>\n\n' when
+//     enable_thinking is false.
+// So every assistant turn before the last user query loses its <think> block.
+// Qwen3 (Qwen3-0.6B's template; not QwQ's, which DetectFamily also maps here):
+//   content as given; reasoning' = reasoning.strip('\n'); a think block only for
+//   an assistant message after last_query_index that is the last message or has
+//   a non-empty reasoning (so a final assistant message always gets one);
+//   last_query_index = messages|length - 1 if no user message is a query; a
+//   system message after index 0 is rendered like a user message.
+// Qwen3.5 (Qwen3.5-4B):
+//   every content |trim (Python str.strip()), reasoning' = reasoning|trim; a
+//   think block for every assistant message after last_query_index, empty or
+//   not; the generation prompt ends with '<think>\n' unless thinking is off;
+//   raise_exception when no user message is a query or a system message is not
+//   the first message (CheckQwen35 refuses those before rendering).
+struct QwenRules {
+  bool trim_content;                         // Qwen3.5: |trim on every message content
+  bool trim_reasoning;                       // Qwen3.5: |trim; Qwen3: strip('\n')
+  bool think_block_needs_last_or_reasoning;  // Qwen3: loop.last or reasoning
+  bool generation_prompt_opens_think;        // Qwen3.5: '<think>\n' unless thinking is off
+};
+constexpr QwenRules kQwen3Rules{/*trim_content=*/false, /*trim_reasoning=*/false,
+                                /*think_block_needs_last_or_reasoning=*/true,
+                                /*generation_prompt_opens_think=*/false};
+constexpr QwenRules kQwen35Rules{/*trim_content=*/true, /*trim_reasoning=*/true,
+                                 /*think_block_needs_last_or_reasoning=*/false,
+                                 /*generation_prompt_opens_think=*/true};
+
+std::string_view QwenContent(const ChatMessage& m, const QwenRules& rules) {
+  return rules.trim_content ? PyStrip(m.content) : std::string_view(m.content);
+}
+
+// The index of the last user message that is a query (not a tool response),
+// or nullopt when there is none.
+std::optional<size_t> LastQueryIndex(std::span<const ChatMessage> messages,
+                                     const std::vector<Role>& roles, const QwenRules& rules) {
+  for (size_t k = messages.size(); k-- > 0;) {
+    if (roles[k] != Role::kUser) continue;
+    const std::string_view c = QwenContent(messages[k], rules);
+    if (!(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) return k;
+  }
+  return std::nullopt;
+}
+
+// An assistant message split as the Qwen templates split it (see above).
+struct AssistantParts {
+  std::string_view reasoning;
+  std::string_view content;
+};
+AssistantParts SplitReasoning(const ChatMessage& m, std::string_view content) {
+  if (m.reasoning_content.has_value()) return {*m.reasoning_content, content};
+  const size_t first_close = content.find("</think>");
+  if (first_close == std::string_view::npos) return {{}, content};
+  std::string_view before = RStripChar(content.substr(0, first_close), '\n');
+  if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) {
+    before = before.substr(open + std::string_view("<think>").size());
+  }
+  const size_t last_close = content.rfind("</think>");
+  return {LStripChar(before, '\n'),
+          LStripChar(content.substr(last_close + std::string_view("</think>").size()), '\n')};
+}
+
+// Qwen3.5's raise_exception cases, in the template's order.
+Status CheckQwen35(std::span<const ChatMessage> messages, const std::vector<Role>& roles) {
+  if (!LastQueryIndex(messages, roles, kQwen35Rules).has_value()) {
+    return Status::InvalidArgument(
+        "qwen3.5 template: no user query found in messages (it needs a user message that is "
+        "not a <tool_response>)");
+  }
+  for (size_t i = 1; i < roles.size(); ++i) {
+    if (roles[i] == Role::kSystem) {
+      return Status::InvalidArgument("qwen3.5 template: message " + std::to_string(i) +
+                                     " is a system message, but qwen3.5 accepts one only at "
+                                     "index 0 (system message must be at the beginning)");
     }
   }
+  return Status::Ok();
+}
+
+void RenderQwen(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                const RenderOptions& options, const QwenRules& rules, std::string& out) {
+  const size_t n = messages.size();
+  const size_t last_query_index = LastQueryIndex(messages, roles, rules).value_or(n - 1);
   for (size_t i = 0; i < n; ++i) {
-    const ChatMessage& m = messages[i];
+    const std::string_view content = QwenContent(messages[i], rules);
     if (roles[i] != Role::kAssistant) {
       out += "<|im_start|>";
       out += RoleName(roles[i]);
       out += '\n';
-      out += m.content;
+      out += content;
       out += "<|im_end|>\n";
       continue;
     }
-    std::string_view content = m.content;
-    std::string_view reasoning;
-    if (m.reasoning_content.has_value()) {
-      reasoning = *m.reasoning_content;
-    } else if (const size_t first_close = content.find("</think>");
-               first_close != std::string_view::npos) {
-      std::string_view before = RStripChar(content.substr(0, first_close), '\n');
-      if (const size_t open = before.rfind("<think>"); open != std::string_view::npos) {
-        before = before.substr(open + std::string_view("<think>").size());
-      }
-      reasoning = LStripChar(before, '\n');
-      const size_t last_close = content.rfind("</think>");
-      content = LStripChar(content.substr(last_close + std::string_view("</think>").size()), '\n');
-    }
+    const AssistantParts parts = SplitReasoning(messages[i], content);
     out += "<|im_start|>assistant\n";
-    const bool after_last_query = i > last_query_index;
-    if (after_last_query && (i + 1 == n || !reasoning.empty())) {
+    const bool think_block = i > last_query_index && (!rules.think_block_needs_last_or_reasoning ||
+                                                      i + 1 == n || !parts.reasoning.empty());
+    if (think_block) {
       out += "<think>\n";
-      out += StripChar(reasoning, '\n');
+      out += rules.trim_reasoning ? PyStrip(parts.reasoning) : StripChar(parts.reasoning, '\n');
       out += "\n</think>\n\n";
-      out += LStripChar(content, '\n');
+      // A no-op for Qwen3.5, whose content has no leading '\n' here.
+      out += LStripChar(parts.content, '\n');
     } else {
-      out += content;
+      out += parts.content;
     }
     out += "<|im_end|>\n";
   }
@@ -246,6 +301,8 @@ void RenderQwen3(std::span<const ChatMessage> messages, const std::vector<Role>&
     out += "<|im_start|>assistant\n";
     if (options.enable_thinking.has_value() && !*options.enable_thinking) {
       out += "<think>\n\n</think>\n\n";
+    } else if (rules.generation_prompt_opens_think) {
+      out += "<think>\n";
     }
   }
 }
@@ -347,9 +404,10 @@ struct FamilyInfo {
   TemplateFamily family;
   std::string_view name;
 };
-constexpr std::array<FamilyInfo, 6> kFamilies = {{
+constexpr std::array<FamilyInfo, 7> kFamilies = {{
     {TemplateFamily::kChatml, "chatml"},
     {TemplateFamily::kQwen3, "qwen3"},
+    {TemplateFamily::kQwen35, "qwen3.5"},
     {TemplateFamily::kLlama3, "llama3"},
     {TemplateFamily::kMistral, "mistral"},
     {TemplateFamily::kGemma, "gemma"},
@@ -392,7 +450,9 @@ std::optional<TemplateFamily> DetectFamily(std::string_view jinja) {
   if (Contains(jinja, "<|im_start|>")) {
     // Phi-4 puts <|im_sep|> between role and content: not ChatML.
     if (Contains(jinja, "<|im_sep|>")) return std::nullopt;
-    return Contains(jinja, "<think>") ? TemplateFamily::kQwen3 : TemplateFamily::kChatml;
+    if (!Contains(jinja, "<think>")) return TemplateFamily::kChatml;
+    // Qwen3.5 writes tool calls as XML (<function=...>); Qwen3 and QwQ as JSON.
+    return Contains(jinja, "<function=") ? TemplateFamily::kQwen35 : TemplateFamily::kQwen3;
   }
   if (Contains(jinja, "<|start_header_id|>")) return TemplateFamily::kLlama3;
   if (Contains(jinja, "<start_of_turn>")) return TemplateFamily::kGemma;
@@ -412,6 +472,7 @@ std::string_view BosText(TemplateFamily family) {
     case TemplateFamily::kGemma: return "<bos>";
     case TemplateFamily::kChatml:
     case TemplateFamily::kQwen3:
+    case TemplateFamily::kQwen35:
     case TemplateFamily::kPhi3: return "";
   }
   return "";
@@ -423,13 +484,15 @@ Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> m
   if (family == TemplateFamily::kMistral || family == TemplateFamily::kGemma) {
     MX_RETURN_IF_ERROR(CheckAlternation(family, roles));
   }
+  if (family == TemplateFamily::kQwen35) MX_RETURN_IF_ERROR(CheckQwen35(messages, roles));
   std::string out;
   size_t bytes = 64;
   for (const ChatMessage& m : messages) bytes += m.content.size() + 32;
   out.reserve(bytes);
   switch (family) {
     case TemplateFamily::kChatml: RenderChatml(messages, roles, options, out); break;
-    case TemplateFamily::kQwen3: RenderQwen3(messages, roles, options, out); break;
+    case TemplateFamily::kQwen3: RenderQwen(messages, roles, options, kQwen3Rules, out); break;
+    case TemplateFamily::kQwen35: RenderQwen(messages, roles, options, kQwen35Rules, out); break;
     case TemplateFamily::kLlama3: RenderLlama3(messages, roles, options, out); break;
     case TemplateFamily::kMistral: RenderMistral(messages, roles, options, out); break;
     case TemplateFamily::kGemma: RenderGemma(messages, roles, options, out); break;
@@ -441,7 +504,8 @@ Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> m
 std::vector<std::string> EndOfTurnStrings(TemplateFamily family) {
   switch (family) {
     case TemplateFamily::kChatml:
-    case TemplateFamily::kQwen3: return {"<|im_end|>", "<|endoftext|>"};
+    case TemplateFamily::kQwen3:
+    case TemplateFamily::kQwen35: return {"<|im_end|>", "<|endoftext|>"};
     case TemplateFamily::kLlama3: return {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
     case TemplateFamily::kMistral: return {"</s>"};
     case TemplateFamily::kGemma: return {"<end_of_turn>", "<eos>"};

@@ -18,6 +18,16 @@
 //     block that later turns drop); (B) holds only for replies without a <think>
 //     block; with enable_thinking = false neither (B) nor (C) holds (the
 //     generation prompt's empty think block is not part of the history).
+//   - qwen3.5: none of (A), (B), (C) holds in general. Its generation prompt
+//     ends with "<think>\n" ("<think>\n\n</think>\n\n" with enable_thinking =
+//     false), which past turns do not have, and a final assistant message gets a
+//     think block that later turns drop. What holds, with P = R(u1..uk; gen=true)
+//     less that think text (so P ends with "<|im_start|>assistant\n"), for any
+//     enable_thinking on either side:
+//       (C') P is a prefix of R(u1..u(k+1); *);
+//       (B') P + ak + EndOfTurnStrings()[0] is a prefix of R(u1..u(k+1); *) when
+//            ak == trim(ak) and ak has no "</think>" (a reply with a think block
+//            is kept as the trimmed text after its last "</think>").
 //
 // Deliberate differences from the official templates (everything else is
 // checked against Python jinja2 renderings in testdata/jinja_goldens.json):
@@ -25,7 +35,8 @@
 //     is false (it would break (A)); llama.cpp's built-in phi3 does the same;
 //   - mistral and gemma refuse a lone system message (their templates drop it);
 //   - "developer" is rendered as "system"; tool roles and tool calls are not
-//     supported (InvalidArgument);
+//     supported (InvalidArgument); qwen3.5's image and video parts neither
+//     (content is text);
 //   - chatml does not insert Qwen2.5's default system prompt; llama3 does not
 //     write Llama 3.1's "Cutting Knowledge Date" system header.
 //
@@ -49,15 +60,16 @@ struct ChatMessage {
   // system role) is accepted and rendered as "system". Anything else is an error.
   std::string role;
   std::string content;
-  // Only read by kQwen3 (its template's `message.reasoning_content`): when set
-  // on an assistant message it is the reasoning, and `content` is taken as is
-  // (no <think> parsing). Ignored by every other family.
+  // Only read by kQwen3 and kQwen35 (their templates' `message.reasoning_content`):
+  // when set on an assistant message it is the reasoning, and `content` is taken
+  // as is (no <think> parsing). Ignored by every other family.
   std::optional<std::string> reasoning_content;
 };
 
-enum class TemplateFamily { kChatml, kQwen3, kLlama3, kMistral, kGemma, kPhi3 };
+enum class TemplateFamily { kChatml, kQwen3, kQwen35, kLlama3, kMistral, kGemma, kPhi3 };
 
-// "chatml", "qwen3", "llama3", "mistral", "gemma", "phi3" (ASCII case-insensitive).
+// "chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3" (ASCII
+// case-insensitive).
 // Unknown -> InvalidArgument that lists the valid names.
 Result<TemplateFamily> FamilyFromName(std::string_view name);
 
@@ -68,7 +80,10 @@ std::string_view FamilyName(TemplateFamily family);
 // Returns nullopt when the template is empty or none of the families fits
 // (the caller then falls back to kChatml and logs a warning). Rules, in order:
 //   "<|im_start|>" + "<|im_sep|>"        -> nullopt (Phi-4 style, not ChatML)
-//   "<|im_start|>" + "<think>"           -> kQwen3 (Qwen3, QwQ)
+//   "<|im_start|>" + "<think>" + "<function=" -> kQwen35 (Qwen3.5: XML tool calls)
+//   "<|im_start|>" + "<think>"           -> kQwen3 (Qwen3; also QwQ, SmolLM3, LFM2.5
+//                                           and MiniCPM5, whose templates differ from
+//                                           Qwen3's: closest built-in family)
 //   "<|im_start|>"                       -> kChatml (ChatML, Qwen2/2.5)
 //   "<|start_header_id|>"                -> kLlama3
 //   "<start_of_turn>"                    -> kGemma
@@ -84,14 +99,15 @@ struct RenderOptions {
   // Start the text with the family's BOS token text (BosText). Leave false when
   // the tokenizer adds BOS itself, so that BOS is not doubled.
   bool include_bos_text = false;
-  // Qwen3 only: false appends "<think>\n\n</think>\n\n" to the generation
-  // prompt (thinking switched off). Unset or true: the model decides.
+  // Qwen3 and Qwen3.5 only: false appends "<think>\n\n</think>\n\n" to the
+  // generation prompt (thinking switched off). Unset or true: Qwen3 leaves it to
+  // the model, Qwen3.5 appends "<think>\n" (the reply starts inside the block).
   std::optional<bool> enable_thinking;
 };
 
 // The BOS token text the official template starts with: "<|begin_of_text|>"
-// (llama3), "<s>" (mistral), "<bos>" (gemma); "" for chatml, qwen3 and phi3,
-// whose templates write none.
+// (llama3), "<s>" (mistral), "<bos>" (gemma); "" for chatml, qwen3, qwen3.5 and
+// phi3, whose templates write none.
 std::string_view BosText(TemplateFamily family);
 
 // Renders `messages` as prompt text in the format of `family`; the caller owns
@@ -102,6 +118,8 @@ std::string_view BosText(TemplateFamily family);
 //   - kMistral and kGemma: roles out of order. After an optional system message at
 //     index 0 they require user, assistant, user, ... (a system message anywhere
 //     else is also an error), and at least one user message.
+//   - kQwen35: a system message after index 0, or no user message that is a
+//     query (every user message is a "<tool_response>...</tool_response>").
 Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> messages,
                            const RenderOptions& options);
 

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "templates/chat_template.h"
 #include "templates/testdata/official_templates.h"
 
@@ -15,9 +18,10 @@ namespace {
 using json = nlohmann::json;
 namespace td = testdata;
 
-constexpr TemplateFamily kAllFamilies[] = {TemplateFamily::kChatml, TemplateFamily::kQwen3,
-                                           TemplateFamily::kLlama3, TemplateFamily::kMistral,
-                                           TemplateFamily::kGemma,  TemplateFamily::kPhi3};
+constexpr TemplateFamily kAllFamilies[] = {TemplateFamily::kChatml,  TemplateFamily::kQwen3,
+                                           TemplateFamily::kQwen35,  TemplateFamily::kLlama3,
+                                           TemplateFamily::kMistral, TemplateFamily::kGemma,
+                                           TemplateFamily::kPhi3};
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -56,6 +60,22 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
+// The jinja2 goldens of real templates beside the reference data
+// (shared/templates, format in its README.md).
+std::string SharedTemplatesDir() { return JoinPath(MATRICXON_REF_DIR, "../templates"); }
+
+std::string ReadText(const std::string& path) {
+  Result<std::string> text = Env::Default()->ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? text.value() : std::string();
+}
+
+// DetectFamily's answer as a name ("none" for nullopt), for readable failures.
+std::string DetectedName(std::string_view jinja) {
+  const std::optional<TemplateFamily> f = DetectFamily(jinja);
+  return f ? std::string(FamilyName(*f)) : "none";
+}
+
 // ---------------------------------------------------------------------------
 // Names and detection.
 
@@ -80,7 +100,7 @@ TEST(FamilyNameTest, UnknownNameListsValidNames) {
   EXPECT_EQ(f.status().code(), Status::Code::kInvalidArgument);
   const std::string& msg = f.status().message();
   EXPECT_NE(msg.find("\"llama2\""), std::string::npos) << msg;
-  for (const char* name : {"chatml", "qwen3", "llama3", "mistral", "gemma", "phi3"}) {
+  for (const char* name : {"chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3"}) {
     EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
   EXPECT_FALSE(FamilyFromName("").ok());
@@ -96,6 +116,7 @@ TEST(DetectFamilyTest, ReferenceTokenizerTemplateIsChatml) {
 TEST(DetectFamilyTest, OfficialTemplates) {
   EXPECT_EQ(DetectFamily(td::kQwen25), TemplateFamily::kChatml);
   EXPECT_EQ(DetectFamily(td::kRenderQwen3), TemplateFamily::kQwen3);
+  EXPECT_EQ(DetectFamily(td::kRenderQwen35), TemplateFamily::kQwen35);
   EXPECT_EQ(DetectFamily(td::kRenderLlama3), TemplateFamily::kLlama3);
   EXPECT_EQ(DetectFamily(td::kLlama31), TemplateFamily::kLlama3);
   EXPECT_EQ(DetectFamily(td::kRenderMistralV1), TemplateFamily::kMistral);
@@ -105,6 +126,75 @@ TEST(DetectFamilyTest, OfficialTemplates) {
   EXPECT_EQ(DetectFamily(td::kRenderGemma3), TemplateFamily::kGemma);
   EXPECT_EQ(DetectFamily(td::kRenderPhi35), TemplateFamily::kPhi3);
   EXPECT_EQ(DetectFamily(td::kPhi3Mini), TemplateFamily::kPhi3);
+}
+
+// Every template file of the shared goldens, and what DetectFamily makes of it.
+// "none" files fall back to ChatML with a warning. Qwen3.5 is the only one the
+// qwen3.5 rule takes; the other ChatML + <think> templates stay qwen3.
+TEST(DetectFamilyTest, EveryTemplateFileOfTheSharedGoldens) {
+  const std::map<std::string, std::string> expected = {
+      {"ByteDance-Seed-OSS", "none"},
+      {"CohereForAI-c4ai-command-r-plus-tool_use", "none"},
+      {"GLM-4.6", "none"},
+      {"GLM-4.7-Flash", "none"},
+      {"HuggingFaceTB-SmolLM3-3B", "qwen3"},
+      {"Kimi-K2-Instruct", "none"},
+      {"LFM2-8B-A1B", "chatml"},
+      {"LFM2.5-8B-A1B", "qwen3"},
+      {"Mistral-Small-3.2-24B-Instruct-2506", "mistral"},
+      {"Qwen-QwQ-32B", "qwen3"},
+      {"Qwen-Qwen2.5-7B-Instruct", "chatml"},
+      {"Qwen-Qwen3-0.6B", "qwen3"},
+      {"Qwen3-Coder", "chatml"},  // XML tool calls, but no <think>
+      {"Qwen3.5-4B", "qwen3.5"},
+      {"Reka-Edge", "none"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "none"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "none"},
+      {"deepseek-ai-DeepSeek-V3.1", "none"},
+      {"deepseek-ai-DeepSeek-V3.2", "none"},
+      {"deepseek-ai-DeepSeek-V4", "none"},
+      {"fireworks-ai-llama-3-firefunction-v2", "llama3"},
+      {"ggml-vocab-phi-3", "phi3"},
+      {"google-gemma-2-2b-it", "gemma"},
+      {"google-gemma-4-31B-it-interleaved", "none"},
+      {"google-gemma-4-31B-it", "none"},
+      {"ibm-granite-granite-3.3-2B-Instruct", "none"},
+      {"ibm-granite-granite-4.0", "none"},
+      {"ibm-granite-granite-4.1", "none"},
+      {"llama-cpp-deepseek-r1", "none"},
+      {"meetkai-functionary-medium-v3.1", "llama3"},
+      {"meetkai-functionary-medium-v3.2", "llama3"},
+      {"meta-llama-Llama-3.1-8B-Instruct", "llama3"},
+      {"meta-llama-Llama-3.2-3B-Instruct", "llama3"},
+      {"meta-llama-Llama-3.3-70B-Instruct", "llama3"},
+      {"microsoft-Phi-3.5-mini-instruct", "phi3"},
+      {"mistralai-Ministral-3-14B-Reasoning-2512", "mistral"},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "mistral"},
+      {"openai-gpt-oss-120b", "none"},
+      {"openbmb-MiniCPM5-1B", "qwen3"},
+      {"unsloth-mistral-Devstral-Small-2507", "mistral"},
+  };
+  const std::string dir = JoinPath(SharedTemplatesDir(), "jinja");
+  Result<std::vector<std::string>> names = Env::Default()->ListDir(dir);
+  ASSERT_TRUE(names.ok()) << names.status().ToString();
+  std::set<std::string> seen;
+  for (const std::string& name : *names) {
+    const std::string ext = ".jinja";
+    if (name.size() <= ext.size() || name.compare(name.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    const std::string stem = name.substr(0, name.size() - ext.size());
+    seen.insert(stem);
+    const auto it = expected.find(stem);
+    if (it == expected.end()) {
+      ADD_FAILURE() << name << ": new template file, add what DetectFamily should return";
+      continue;
+    }
+    EXPECT_EQ(DetectedName(ReadText(JoinPath(dir, name))), it->second) << name;
+  }
+  for (const auto& [stem, family] : expected) {
+    EXPECT_TRUE(seen.count(stem)) << stem << ".jinja is missing from " << dir;
+  }
 }
 
 TEST(DetectFamilyTest, OtherFamiliesAreNotRecognised) {
@@ -125,6 +215,7 @@ TEST(RenderTest, MatchesJinjaGoldens) {
   const json goldens =
       ReadJson(std::string(MATRICXON_SOURCE_DIR) + "/src/templates/testdata/jinja_goldens.json");
   size_t n_checked = 0;
+  std::map<TemplateFamily, size_t> per_family;
   for (const json& c : goldens.at("cases")) {
     const std::string family_name = c.at("family").get<std::string>();
     Result<TemplateFamily> family = FamilyFromName(family_name);
@@ -145,8 +236,10 @@ TEST(RenderTest, MatchesJinjaGoldens) {
       EXPECT_EQ(*got, c.at("expected").get<std::string>());
     }
     ++n_checked;
+    ++per_family[*family];
   }
-  EXPECT_GE(n_checked, 200u);
+  EXPECT_GE(n_checked, 370u);
+  for (TemplateFamily f : kAllFamilies) EXPECT_GE(per_family[f], 34u) << FamilyName(f);
 }
 
 TEST(RenderTest, ReferenceChatPromptByteForByte) {
@@ -157,7 +250,7 @@ TEST(RenderTest, ReferenceChatPromptByteForByte) {
   }
   ASSERT_EQ(msgs.size(), 4u);
   const std::string rendered = MustRender(TemplateFamily::kChatml, msgs);
-  for (const char* model : {"tiny-llama", "tiny-qwen3", "tiny-hybrid-nemotron_h"}) {
+  for (const char* model : {"tiny-llama", "tiny-qwen3", "tiny-hybrid-nemotron_h", "tiny-qwen35"}) {
     const json ref = ReadJson(std::string(MATRICXON_REF_DIR) + "/ref-" + model + ".json");
     bool found = false;
     for (const json& p : ref.at("prompts")) {
@@ -167,6 +260,138 @@ TEST(RenderTest, ReferenceChatPromptByteForByte) {
     }
     EXPECT_TRUE(found) << model;
   }
+}
+
+// ---------------------------------------------------------------------------
+// The shared goldens (shared/templates/<template>.json): real templates
+// rendered by jinja2 on a battery of conversations.
+
+// A shared golden case as Render() arguments.
+struct SharedCase {
+  std::vector<ChatMessage> messages;
+  RenderOptions options;
+  bool has_tool_message = false;  // Render must refuse it (tool roles are not supported)
+  std::string not_expressible;    // why ChatMessage / RenderOptions cannot say it ("" if they can)
+};
+
+// `join_text_parts`: a content array of text parts becomes the joined text
+// (what the HTTP layer passes), for templates that concatenate the parts
+// themselves; otherwise any content array is not expressible.
+SharedCase ConvertSharedCase(const json& c, bool join_text_parts) {
+  SharedCase out;
+  out.options.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+  out.options.include_bos_text = true;  // the templates print bos_token themselves
+  if (c.contains("extra_vars")) {
+    for (const auto& [name, value] : c["extra_vars"].items()) {
+      if (name == "enable_thinking" && value.is_boolean()) {
+        out.options.enable_thinking = value.get<bool>();
+      } else {
+        out.not_expressible = "template variable " + name;
+      }
+    }
+  }
+  if (c.contains("undefined_vars")) out.not_expressible = "undefined variables";
+  for (const json& m : c.at("messages")) {
+    ChatMessage msg;
+    msg.role = m.at("role").get<std::string>();
+    out.has_tool_message |= msg.role == "tool";
+    const json content = m.contains("content") ? m["content"] : json();
+    if (content.is_string()) {
+      msg.content = content.get<std::string>();
+    } else if (content.is_array() && !join_text_parts) {
+      out.not_expressible = "content array";
+    } else if (content.is_array()) {
+      for (const json& part : content) {
+        if (part.value("type", "") == "text") {
+          msg.content += part.at("text").get<std::string>();
+        } else {
+          out.not_expressible = "content part of type " + part.value("type", "?");
+        }
+      }
+    } else if (!content.is_null()) {
+      out.not_expressible = "content " + content.dump();
+    }
+    if (m.contains("reasoning_content")) {
+      if (m["reasoning_content"].is_string()) {
+        msg.reasoning_content = m["reasoning_content"].get<std::string>();
+      } else {
+        out.not_expressible = "reasoning_content that is not a string";
+      }
+    }
+    // tool_calls, name, tool_call_id have no field in ChatMessage; every case
+    // with them also has a tool message, which Render must refuse.
+    out.messages.push_back(std::move(msg));
+  }
+  if (c.contains("tools") && !c["tools"].is_null() && !out.has_tool_message) {
+    out.not_expressible = "tool definitions";
+  }
+  return out;
+}
+
+struct SharedTally {
+  size_t rendered = 0;                       // compared byte for byte
+  size_t refused_as_template = 0;            // the template raises; Render refuses
+  size_t refused_tools = 0;                  // tool messages; Render refuses
+  std::vector<std::string> not_expressible;  // case ids, in file order
+};
+
+// Renders every case of shared/templates/<name>.json with `family`: rendered
+// cases must match byte for byte, error cases and cases with tool messages
+// must be refused with InvalidArgument.
+SharedTally CheckSharedGoldens(TemplateFamily family, const std::string& name,
+                               bool join_text_parts) {
+  const json golden = ReadJson(JoinPath(SharedTemplatesDir(), name + ".json"));
+  SharedTally tally;
+  for (const json& c : golden.at("cases")) {
+    const std::string id = c.at("id").get<std::string>();
+    SCOPED_TRACE(name + " / " + id);
+    const SharedCase sc = ConvertSharedCase(c, join_text_parts);
+    if (!sc.not_expressible.empty()) {
+      tally.not_expressible.push_back(id);
+      continue;
+    }
+    Result<std::string> got = Render(family, sc.messages, sc.options);
+    if (sc.has_tool_message || c.contains("error")) {
+      EXPECT_FALSE(got.ok()) << "rendered instead of refused:\n" << (got.ok() ? *got : "");
+      EXPECT_EQ(got.status().code(), Status::Code::kInvalidArgument) << got.status().ToString();
+      ++(sc.has_tool_message ? tally.refused_tools : tally.refused_as_template);
+      continue;
+    }
+    if (!got.ok()) {
+      ADD_FAILURE() << got.status().ToString();
+      continue;
+    }
+    EXPECT_EQ(*got, c.at("rendered").get<std::string>());
+    ++tally.rendered;
+  }
+  return tally;
+}
+
+// Every case of the official Qwen 3.5 template's goldens that ChatMessage can
+// express: system/user/assistant, string content, reasoning_content, think
+// blocks in content, enable_thinking unset/true/false, with and without the
+// generation prompt; also text-part arrays, which the template concatenates.
+TEST(SharedGoldensTest, Qwen35MatchesTheOfficialTemplate) {
+  const SharedTally t =
+      CheckSharedGoldens(TemplateFamily::kQwen35, "Qwen3.5-4B", /*join_text_parts=*/true);
+  EXPECT_EQ(t.rendered, 25u);  // 23 with string content, content_parts, content_parts_multi
+  EXPECT_EQ(t.refused_as_template, 2u);  // system_only, system_in_middle
+  EXPECT_EQ(t.refused_tools, 6u);        // the tool-call round trips
+  EXPECT_EQ(t.not_expressible, (std::vector<std::string>{"content_parts_image", "tools_first_turn",
+                                                         "tools_no_system", "add_vision_id"}));
+}
+
+// kQwen3 shares its renderer with kQwen35: it still reproduces Qwen3's own
+// template. That template fails on content arrays (jinja2 TypeError), so those
+// cases are skipped.
+TEST(SharedGoldensTest, Qwen3MatchesTheOfficialTemplate) {
+  const SharedTally t =
+      CheckSharedGoldens(TemplateFamily::kQwen3, "Qwen-Qwen3-0.6B", /*join_text_parts=*/false);
+  EXPECT_EQ(t.rendered, 25u);
+  EXPECT_EQ(t.refused_as_template, 0u);
+  EXPECT_EQ(t.refused_tools, 6u);
+  EXPECT_EQ(t.not_expressible, (std::vector<std::string>{"content_parts", "content_parts_multi",
+                                                         "tools_first_turn", "tools_no_system"}));
 }
 
 TEST(RenderTest, ChatmlBasic) {
@@ -279,9 +504,50 @@ TEST(RenderTest, Qwen3EnableThinkingFalseClosesThinkBlock) {
             "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(RenderTest, Qwen35GenerationPromptOpensThinkBlock) {
+  const std::vector<ChatMessage> msgs = {{"user", "U1", {}}};
+  const std::string head = "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\n";
+  RenderOptions opt;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n");
+  opt.enable_thinking = true;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n");
+  opt.enable_thinking = false;
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, opt), head + "<think>\n\n</think>\n\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n");
+}
+
+// Qwen3.5 trims every content and the reasoning; Qwen3 strips only newlines
+// around the reasoning and leading newlines of a final reply.
+TEST(RenderTest, Qwen35TrimsContentAndReasoning) {
+  const std::vector<ChatMessage> msgs = {
+      {"system", "  S\n", {}}, {"user", "\tU1 ", {}}, {"assistant", " A1\n", "\n R \n"}};
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nR\n</think>\n\nA1<|im_end|>\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen3, msgs, Opts(false)),
+            "<|im_start|>system\n  S\n<|im_end|>\n<|im_start|>user\n\tU1 <|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n R \n</think>\n\n A1\n<|im_end|>\n");
+}
+
+// After the last user query Qwen3.5 gives every reply a think block, empty or
+// not; Qwen3 only the last one and those with reasoning.
+TEST(RenderTest, Qwen35EveryReplyAfterLastQueryGetsThinkBlock) {
+  const std::vector<ChatMessage> msgs = {
+      {"user", "U1", {}}, {"assistant", "A1", {}}, {"assistant", "A2", {}}};
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen35, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+  EXPECT_EQ(MustRender(TemplateFamily::kQwen3, msgs, Opts(false)),
+            "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+}
+
 TEST(RenderTest, EndOfTurnStrings) {
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kChatml).front(), "<|im_end|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kQwen3).front(), "<|im_end|>");
+  EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kQwen35).front(), "<|im_end|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kLlama3).front(), "<|eot_id|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kMistral).front(), "</s>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kGemma).front(), "<end_of_turn>");
@@ -342,6 +608,38 @@ TEST(RenderErrorTest, SystemOnlyAtIndexZero) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("message 2 is a system message"), std::string::npos)
       << r.status().message();
+}
+
+TEST(RenderErrorTest, Qwen35SystemOnlyAtIndexZero) {
+  for (const char* role : {"system", "developer"}) {
+    const std::vector<ChatMessage> msgs = {
+        {"user", "U1", {}}, {"assistant", "A1", {}}, {role, "S", {}}, {"user", "U2", {}}};
+    Result<std::string> r = Render(TemplateFamily::kQwen35, msgs, RenderOptions{});
+    ASSERT_FALSE(r.ok()) << role;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("message 2 is a system message"), std::string::npos)
+        << r.status().message();
+    // Qwen3 renders it in place.
+    EXPECT_TRUE(Render(TemplateFamily::kQwen3, msgs, RenderOptions{}).ok()) << role;
+  }
+}
+
+// Qwen3.5 raises "No user query found in messages." when no user message is a
+// query; a tool response counts as none, even with whitespace around it.
+TEST(RenderErrorTest, Qwen35NeedsAUserQuery) {
+  const std::vector<std::vector<ChatMessage>> no_query = {
+      {{"system", "S", {}}},
+      {{"assistant", "A0", {}}},
+      {{"user", " <tool_response>x</tool_response>\n", {}}, {"assistant", "a", {}}},
+  };
+  for (const std::vector<ChatMessage>& msgs : no_query) {
+    Result<std::string> r = Render(TemplateFamily::kQwen35, msgs, RenderOptions{});
+    ASSERT_FALSE(r.ok()) << msgs[0].content;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("no user query"), std::string::npos)
+        << r.status().message();
+    EXPECT_TRUE(Render(TemplateFamily::kQwen3, msgs, RenderOptions{}).ok()) << msgs[0].content;
+  }
 }
 
 // The official templates would silently drop the system prompt here; we refuse.
@@ -407,13 +705,17 @@ void ExpectPropertiesBC(TemplateFamily f, const std::vector<ChatMessage>& conv,
   }
 }
 
-TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptQwen3A) {
+TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptTheQwenThinkingOnes) {
   const std::vector<ChatMessage> conv = Conversation();
   for (TemplateFamily f : kAllFamilies) {
-    ExpectPropertyA(f, conv, /*holds=*/f != TemplateFamily::kQwen3);
+    // qwen3 and qwen3.5 give a final reply a think block that later turns drop.
+    const bool qwen = f == TemplateFamily::kQwen3 || f == TemplateFamily::kQwen35;
+    ExpectPropertyA(f, conv, /*holds=*/!qwen);
     // Mistral writes " " + reply in the history; its prompt ends with " [/INST]".
     const std::string lead = f == TemplateFamily::kMistral ? " " : "";
-    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/true, /*c_holds=*/true);
+    // qwen3.5's generation prompt opens a think block that the history lacks.
+    const bool qwen35 = f == TemplateFamily::kQwen35;
+    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/!qwen35, /*c_holds=*/!qwen35);
   }
 }
 
@@ -462,6 +764,53 @@ TEST(PrefixPropertyTest, Qwen3ThinkingOffBreaksC) {
   const std::string shared =
       prompt.substr(0, prompt.size() - std::string("<think>\n\n</think>\n\n").size());
   EXPECT_TRUE(StartsWith(next, shared));
+}
+
+// Qwen3.5: P, the prompt less its generation prompt's think text (so it ends
+// with "<|im_start|>assistant\n"), is a prefix of the next turn whatever
+// enable_thinking is on either side (C'); with a trimmed reply that has no
+// think block, so is P + reply + "<|im_end|>" (B').
+TEST(PrefixPropertyTest, Qwen35NextTurnSharesThePromptLessItsThinkText) {
+  const std::vector<ChatMessage> conv = Conversation();
+  std::vector<RenderOptions> opts(3, Opts(true));
+  opts[1].enable_thinking = true;
+  opts[2].enable_thinking = false;
+  const std::string eot = EndOfTurnStrings(TemplateFamily::kQwen35).front();
+  for (const RenderOptions& prompt_opt : opts) {
+    const std::string think =
+        prompt_opt.enable_thinking == false ? "<think>\n\n</think>\n\n" : "<think>\n";
+    for (const RenderOptions& next_opt : opts) {
+      for (size_t end_u = 2; end_u + 2 < conv.size(); end_u += 2) {
+        SCOPED_TRACE("k=" + std::to_string(end_u));
+        const std::string prompt =
+            MustRender(TemplateFamily::kQwen35, Head(conv, end_u), prompt_opt);
+        ASSERT_TRUE(prompt.ends_with("<|im_start|>assistant\n" + think)) << prompt;
+        const std::string p = prompt.substr(0, prompt.size() - think.size());
+        const std::string next =
+            MustRender(TemplateFamily::kQwen35, Head(conv, end_u + 2), next_opt);
+        EXPECT_TRUE(StartsWith(next, p)) << next;
+        EXPECT_TRUE(StartsWith(next, p + conv[end_u].content + eot)) << next;
+        EXPECT_FALSE(StartsWith(next, prompt)) << next;
+      }
+    }
+  }
+}
+
+// (B') needs the reply as the history keeps it: trimmed, and only the text
+// after its last "</think>".
+TEST(PrefixPropertyTest, Qwen35HistoryKeepsTheTrimmedAnswerOnly) {
+  std::vector<ChatMessage> conv = Conversation();
+  conv[2].content = "<think>\nadd\n</think>\n\n4.";
+  conv[4].content = " 6.\n";
+  const std::string eot = EndOfTurnStrings(TemplateFamily::kQwen35).front();
+  const std::string think = "<think>\n";
+  for (const auto& [end_u, kept] : {std::pair<size_t, std::string>{2, "4."}, {4, "6."}}) {
+    const std::string prompt = MustRender(TemplateFamily::kQwen35, Head(conv, end_u), Opts(true));
+    const std::string p = prompt.substr(0, prompt.size() - think.size());
+    const std::string next = MustRender(TemplateFamily::kQwen35, Head(conv, end_u + 2), Opts(true));
+    EXPECT_FALSE(StartsWith(next, p + conv[end_u].content + eot)) << next;
+    EXPECT_TRUE(StartsWith(next, p + kept + eot)) << next;
+  }
 }
 
 }  // namespace

@@ -44,11 +44,16 @@ def make_env():
 FAMILIES = {
     "chatml": ("kRenderChatmlRef", "<|endoftext|>", "<|im_end|>"),
     "qwen3": ("kRenderQwen3", "", "<|im_end|>"),
+    "qwen3.5": ("kRenderQwen35", "<|endoftext|>", "<|im_end|>"),
     "llama3": ("kRenderLlama3", "<|begin_of_text|>", "<|eot_id|>"),
     "mistral": ("kRenderMistralV1", "<s>", "</s>"),
     "gemma": ("kRenderGemma3", "<bos>", "<eos>"),
     "phi3": ("kRenderPhi35", "<s>", ""),  # eos omitted on purpose, see above
 }
+
+
+# Families whose template reads enable_thinking.
+THINKING_FAMILIES = ("qwen3", "qwen3.5")
 
 
 def msg(role, content, **extra):
@@ -95,7 +100,7 @@ def main():
         tmpl = env.from_string(templates[const])
         for name, messages in CONVERSATIONS.items():
             for gen in (True, False):
-                thinking_opts = [None, False, True] if family == "qwen3" else [None]
+                thinking_opts = [None, False, True] if family in THINKING_FAMILIES else [None]
                 for thinking in thinking_opts:
                     kwargs = dict(messages=messages, add_generation_prompt=gen,
                                   bos_token=bos, eos_token=eos)
