@@ -316,147 +316,239 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
   return Status::Ok();
 }
 
-Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
-  MX_RETURN_IF_ERROR(ValidateSyntheticSpec(s));
-  const std::string& a = s.arch;
-  const int64_t e = s.n_embd, hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
-  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
-  const float theta = s.rope_theta > 0 ? s.rope_theta : (a == "llama" ? 1e4f : 1e6f);
+namespace {
 
-  gguf::GgufWriter w;
-  w.SetString("general.architecture", a);
-  w.SetString("general.name", s.name);
-  w.SetU32("general.file_type", FileType(s));
-  w.SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
-  w.SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
-  w.SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  const bool hybrid = a == "nemotron_h";
-  auto kind = [&](int64_t i) { return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()]; };
+// How a tensor's values are drawn (each from its own stream, see the header).
+enum class Init {
+  kNormal,      // std * N(0, 1)
+  kNormWeight,  // 1 + 0.1 N(0, 1)
+  kNegUniform,  // -U[lo, hi] (Mamba2 and DeltaNet A)
+  kDtBias,      // softplus^-1(dt0), dt0 log-uniform in [lo, hi]
+};
+
+// One tensor to write.
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order: [ne0 = in (row length), ne1 = out]
+  Init init = Init::kNormal;
+  float std = 0;          // kNormal
+  double lo = 0, hi = 0;  // kNegUniform, kDtBias
+  bool matrix = false;    // stored in the weight type (else F32)
+  int64_t layer = -1;     // block index, for the Q4_K_M rules
+};
+
+// A weight matrix [in, out] with std 1/sqrt(in), stored in the weight type.
+TensorPlan Matrix(std::string name, int64_t in, int64_t out, int64_t layer = -1) {
+  return {std::move(name), {in, out}, Init::kNormal, 1 / std::sqrt(float(in)), 0, 0, true, layer};
+}
+// A norm weight of `shape`, 1 + 0.1 N(0, 1), F32.
+TensorPlan Norm(std::string name, std::vector<int64_t> shape) {
+  return {std::move(name), std::move(shape), Init::kNormWeight};
+}
+// An F32 tensor with values std * N(0, 1).
+TensorPlan Normal(std::string name, std::vector<int64_t> shape, float std) {
+  return {std::move(name), std::move(shape), Init::kNormal, std};
+}
+TensorPlan Ranged(std::string name, std::vector<int64_t> shape, Init init, double lo, double hi) {
+  return {std::move(name), std::move(shape), init, 0, lo, hi};
+}
+
+// llama, qwen2, qwen3: attention + SwiGLU FFN.
+void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, q_dim));
+  plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
+  plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
+  if (s.arch == "qwen2") {
+    plan->push_back(Normal(Blk(i, "attn_q.bias"), {q_dim}, 0.5f));
+    plan->push_back(Normal(Blk(i, "attn_k.bias"), {kv_dim}, 0.5f));
+    plan->push_back(Normal(Blk(i, "attn_v.bias"), {kv_dim}, 0.5f));
+  }
+  if (s.arch == "qwen3") {
+    plan->push_back(Norm(Blk(i, "attn_q_norm.weight"), {hd}));
+    plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
+  }
+  plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+}
+
+// nemotron_h: one of Mamba2 ('M'), attention ('*') or MLP ('-') per layer.
+void PlanNemotronHLayer(const SyntheticSpec& s, int64_t i, int64_t hd,
+                        std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   const int64_t d_inner = 2 * e, n_ssm_head = d_inner / s.ssm_head_dim;
   const int64_t n_ch = d_inner + 2 * s.ssm_groups * s.ssm_state;
+  const char kind = s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  if (kind == 'M') {
+    plan->push_back(Matrix(Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, i));
+    plan->push_back(Normal(Blk(i, "ssm_conv1d.weight"), {s.ssm_conv, n_ch}, 0.5f));
+    plan->push_back(Normal(Blk(i, "ssm_conv1d.bias"), {n_ch}, 0.1f));
+    plan->push_back(Ranged(Blk(i, "ssm_dt.bias"), {n_ssm_head, 1}, Init::kDtBias, 1e-3, 1e-1));
+    plan->push_back(Ranged(Blk(i, "ssm_a"), {1, n_ssm_head}, Init::kNegUniform, 1, 8));
+    plan->push_back(Norm(Blk(i, "ssm_d"), {1, n_ssm_head}));
+    plan->push_back(Norm(Blk(i, "ssm_norm.weight"),
+                         s.ssm_groups == 1
+                             ? std::vector<int64_t>{d_inner}
+                             : std::vector<int64_t>{d_inner / s.ssm_groups, s.ssm_groups}));
+    plan->push_back(Matrix(Blk(i, "ssm_out.weight"), d_inner, e, i));
+  } else if (kind == '*') {
+    plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, q_dim));
+    plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
+    plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
+    plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  } else {
+    plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
+    plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+  }
+}
+
+// Every tensor of the model, in llama.cpp's usual order.
+std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
+  std::vector<TensorPlan> plan;
+  const int64_t e = s.n_embd;
+  TensorPlan embd = Matrix("token_embd.weight", e, s.n_vocab);
+  embd.std = s.tied_embeddings ? 0.15f : 1.0f;
+  plan.push_back(std::move(embd));
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    if (s.arch == "nemotron_h") {
+      PlanNemotronHLayer(s, i, hd, &plan);
+    } else {
+      PlanDenseLayer(s, i, hd, &plan);
+    }
+  }
+  plan.push_back(Norm("output_norm.weight", {e}));
+  if (!s.tied_embeddings) {
+    TensorPlan head = Matrix("output.weight", e, s.n_vocab);
+    head.std *= 2;
+    plan.push_back(std::move(head));
+  }
+  return plan;
+}
+
+// The architecture's hyper-parameters, as llama.cpp reads them.
+void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) {
+  const std::string& a = s.arch;
+  const int64_t e = s.n_embd;
+  float theta = s.rope_theta;
+  if (theta <= 0) theta = a == "llama" ? 1e4f : 1e6f;
+  w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w->SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
+  w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  const bool hybrid = a == "nemotron_h";
   if (hybrid) {
+    auto kind = [&](int64_t i) {
+      return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
+    };
+    const int64_t d_inner = 2 * e;
     std::vector<int32_t> ff, kv;
     for (int64_t i = 0; i < s.n_layer; ++i) {
       ff.push_back(kind(i) == '-' ? static_cast<int32_t>(s.n_ff) : 0);
       kv.push_back(kind(i) == '*' ? static_cast<int32_t>(s.n_kv_head) : 0);
     }
-    w.SetI32Array(a + ".feed_forward_length", ff);
-    w.SetI32Array(a + ".attention.head_count_kv", kv);
-    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.SetF32(a + ".attention.layer_norm_epsilon", 1e-5f);
-    w.SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
-    w.SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d_inner));
-    w.SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.ssm_state));
-    w.SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(n_ssm_head));
-    w.SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.ssm_groups));
+    w->SetI32Array(a + ".feed_forward_length", ff);
+    w->SetI32Array(a + ".attention.head_count_kv", kv);
+    w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w->SetF32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    w->SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
+    w->SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d_inner));
+    w->SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.ssm_state));
+    w->SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(d_inner / s.ssm_head_dim));
+    w->SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.ssm_groups));
   } else {
-    w.SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
-    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+    w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
   }
-  w.SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
-  w.SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-  w.SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
-  w.SetF32(a + ".rope.freq_base", theta);
-  w.SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w->SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
+  w->SetF32(a + ".rope.freq_base", theta);
+  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+}
 
+void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
   SyntheticVocab vocab = BuildSyntheticVocab(s.n_vocab);
   const auto n_tok = static_cast<int32_t>(vocab.tokens.size());
-  w.SetString("tokenizer.ggml.model", "gpt2");
-  w.SetString("tokenizer.ggml.pre", "qwen2");
-  w.SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
-  w.SetI32Array("tokenizer.ggml.token_type", vocab.types);
-  w.SetStringArray("tokenizer.ggml.merges", vocab.merges);
-  w.SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_tok - 3));
-  w.SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
-  w.SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
-  w.SetBool("tokenizer.ggml.add_bos_token", false);
-  w.SetString("tokenizer.chat_template", kChatmlTemplate);
+  w->SetString("tokenizer.ggml.model", "gpt2");
+  w->SetString("tokenizer.ggml.pre", "qwen2");
+  w->SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w->SetI32Array("tokenizer.ggml.token_type", vocab.types);
+  w->SetStringArray("tokenizer.ggml.merges", vocab.merges);
+  w->SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_tok - 3));
+  w->SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
+  w->SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
+  w->SetBool("tokenizer.ggml.add_bos_token", false);
+  w->SetString("tokenizer.chat_template", kChatmlTemplate);
+}
 
-  // Tensors, in llama.cpp's usual order.
-  struct Plan {
-    std::string name;
-    int64_t cols, rows;
-    float std;     // 0: norm weight (1 + 0.1 N)
-    bool matrix;   // stored in the weight type
-    int64_t layer = -1;
-    int init = 0;  // 1: Mamba2 A = -U[1, 8]; 2: dt bias = softplus^-1(dt0), dt0 log-uniform [1e-3, 1e-1]
+// One row of `p`'s values, drawn from `rng`.
+void DrawRow(const TensorPlan& p, Rng* rng, std::vector<float>* row) {
+  for (auto& x : *row) {
+    switch (p.init) {
+      case Init::kNormal:
+        x = p.std * rng->Normal();
+        break;
+      case Init::kNormWeight:
+        x = 1.0f + 0.1f * rng->Normal();
+        break;
+      case Init::kNegUniform: {
+        const auto lo = static_cast<float>(p.lo), hi = static_cast<float>(p.hi);
+        x = -(lo + (hi - lo) * static_cast<float>(rng->Uniform()));
+        break;
+      }
+      case Init::kDtBias: {
+        const double dt0 =
+            std::exp(std::log(p.lo) + (std::log(p.hi) - std::log(p.lo)) * rng->Uniform());
+        x = static_cast<float>(std::log(std::expm1(dt0)));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  MX_RETURN_IF_ERROR(ValidateSyntheticSpec(s));
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+
+  gguf::GgufWriter w;
+  w.SetString("general.architecture", s.arch);
+  w.SetString("general.name", s.name);
+  w.SetU32("general.file_type", FileType(s));
+  WriteArchMetadata(s, hd, &w);
+  WriteTokenizer(s, &w);
+
+  const std::vector<TensorPlan> plan = PlanTensors(s, hd);
+  auto n_values = [](const TensorPlan& p) {
+    int64_t n = 1;
+    for (int64_t d : p.shape) n *= d;
+    return static_cast<uint64_t>(n);
   };
-  std::vector<Plan> plan;
-  plan.push_back({"token_embd.weight", e, s.n_vocab, s.tied_embeddings ? 0.15f : 1.0f, true});
-  for (int64_t i = 0; i < s.n_layer && hybrid; ++i) {
-    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
-    if (kind(i) == 'M') {
-      plan.push_back({Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, 1 / std::sqrt(float(e)), true, i});
-      plan.push_back({Blk(i, "ssm_conv1d.weight"), s.ssm_conv, n_ch, 0.5f, false});
-      plan.push_back({Blk(i, "ssm_conv1d.bias"), n_ch, 1, 0.1f, false});
-      plan.push_back({Blk(i, "ssm_dt.bias"), n_ssm_head, 1, 1.0f, false, i, 2});
-      plan.push_back({Blk(i, "ssm_a"), 1, n_ssm_head, 1.0f, false, i, 1});
-      plan.push_back({Blk(i, "ssm_d"), 1, n_ssm_head, 0, false});
-      plan.push_back({Blk(i, "ssm_norm.weight"), d_inner / s.ssm_groups, s.ssm_groups, 0, false});
-      plan.push_back({Blk(i, "ssm_out.weight"), d_inner, e, 1 / std::sqrt(float(d_inner)), true, i});
-    } else if (kind(i) == '*') {
-      plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
-      plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
-    } else {
-      plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
-    }
-  }
-  for (int64_t i = 0; i < s.n_layer && !hybrid; ++i) {
-    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
-    plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
-    if (a == "qwen2") {
-      plan.push_back({Blk(i, "attn_q.bias"), q_dim, 1, 0.5f, false});
-      plan.push_back({Blk(i, "attn_k.bias"), kv_dim, 1, 0.5f, false});
-      plan.push_back({Blk(i, "attn_v.bias"), kv_dim, 1, 0.5f, false});
-    }
-    if (a == "qwen3") {
-      plan.push_back({Blk(i, "attn_q_norm.weight"), hd, 1, 0, false});
-      plan.push_back({Blk(i, "attn_k_norm.weight"), hd, 1, 0, false});
-    }
-    plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
-    plan.push_back({Blk(i, "ffn_norm.weight"), e, 1, 0, false});
-    plan.push_back({Blk(i, "ffn_gate.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
-  }
-  plan.push_back({"output_norm.weight", e, 1, 0, false});
-  if (!s.tied_embeddings) plan.push_back({"output.weight", e, s.n_vocab, 2 / std::sqrt(float(e)), true});
-
   uint64_t total = 0, done = 0;
-  for (const Plan& p : plan) total += static_cast<uint64_t>(p.cols * p.rows);
+  for (const TensorPlan& p : plan) total += n_values(p);
   std::vector<float> row;
-  for (const Plan& p : plan) {
+  for (const TensorPlan& p : plan) {
     Rng rng(HashName(s.seed, p.name));
     DType type = DType::kF32;
-    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.cols) : s.weight_type;
-    const size_t rb = RowBytes(type, p.cols);
-    std::string bytes(rb * static_cast<size_t>(p.rows), '\0');
-    row.resize(static_cast<size_t>(p.cols));
-    for (int64_t r = 0; r < p.rows; ++r) {
-      for (auto& x : row) {
-        if (p.init == 1) {
-          x = -1.0f - 7.0f * static_cast<float>(rng.Uniform());
-        } else if (p.init == 2) {
-          const double dt0 = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.Uniform());
-          x = static_cast<float>(std::log(std::expm1(dt0)));
-        } else {
-          x = p.std == 0 ? 1.0f + 0.1f * rng.Normal() : p.std * rng.Normal();
-        }
-      }
-      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb, p.cols);
+    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.shape[0]) : s.weight_type;
+    const int64_t cols = p.shape[0], rows = static_cast<int64_t>(n_values(p)) / cols;
+    const size_t rb = RowBytes(type, cols);
+    std::string bytes(rb * static_cast<size_t>(rows), '\0');
+    row.resize(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      DrawRow(p, &rng, &row);
+      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb,
+                           cols);
     }
-    std::vector<int64_t> shape = p.rows == 1 && !p.matrix && p.init == 0 && p.cols != 1
-                                     ? std::vector<int64_t>{p.cols}
-                                     : std::vector<int64_t>{p.cols, p.rows};
-    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, shape, std::move(bytes)));
-    done += static_cast<uint64_t>(p.cols * p.rows);
+    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, p.shape, std::move(bytes)));
+    done += n_values(p);
     if (progress) progress(done, total);
   }
   return w.WriteTo(env, path);
