@@ -14,6 +14,7 @@
 #include "engine/loaded_model.h"
 #include "engine/sampler.h"
 #include "fifo_trap.h"
+#include "gguf/gguf_file.h"
 #include "models/runner.h"
 
 namespace mx::cli {
@@ -93,6 +94,62 @@ TEST(MakeModelTest, BadShapeIsAnErrorNamingTheField) {
   r = RunMatricxon("make-model --frobnicate 1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+}
+
+// The qwen35 shape flags reach the file's keys and tensors; a bad one is an
+// error naming it.
+TEST(MakeModelTest, Qwen35ShapeFlagsSetTheFile) {
+  const std::string path = TempDir() + "/q35.gguf";
+  RunResult r =
+      RunMatricxon("make-model --quiet --preset tiny-qwen35 --out " + path +
+                   " --layers 4 --full-attention-interval 2 --linear-key-heads 1"
+                   " --linear-value-heads 2 --linear-head-dim 16 --ssm-conv 3 --rope-dims 8"
+                   " --rope-sections 2,1,1,0 --rope-theta 5e6 --vocab 512 --type q8_0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = gguf::GgufFile::Open(Env::Default(), path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto key = [&](const std::string& k) {
+    Result<int64_t> v = (*f)->GetInt("qwen35." + k);
+    EXPECT_TRUE(v.ok()) << k;
+    return v.ok() ? *v : -1;
+  };
+  EXPECT_EQ(key("full_attention_interval"), 2);
+  EXPECT_EQ(key("ssm.group_count"), 1);
+  EXPECT_EQ(key("ssm.time_step_rank"), 2);
+  EXPECT_EQ(key("ssm.state_size"), 16);
+  EXPECT_EQ(key("ssm.inner_size"), 32);
+  EXPECT_EQ(key("ssm.conv_kernel"), 3);
+  EXPECT_EQ(key("rope.dimension_count"), 8);
+  Result<std::vector<int64_t>> sections = (*f)->GetIntArray("qwen35.rope.dimension_sections");
+  ASSERT_TRUE(sections.ok());
+  EXPECT_EQ(*sections, (std::vector<int64_t>{2, 1, 1, 0}));
+  Result<double> theta = (*f)->GetFloat("qwen35.rope.freq_base");
+  ASSERT_TRUE(theta.ok());
+  EXPECT_EQ(*theta, 5e6);
+  const gguf::TensorInfo* conv = (*f)->FindTensor("blk.0.ssm_conv1d.weight");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->shape, (std::vector<int64_t>{3, 64}));  // q 16 | k 16 | v 2 x 16
+  EXPECT_NE((*f)->FindTensor("blk.1.attn_q.weight"), nullptr);
+  EXPECT_EQ((*f)->FindTensor("blk.1.attn_q.weight")->type, DType::kQ8_0);
+
+  // --rope-dims alone deals the preset's sections anew over the new count.
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --vocab 512 --rope-dims 32 --out " +
+                   path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  f = gguf::GgufFile::Open(Env::Default(), path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  sections = (*f)->GetIntArray("qwen35.rope.dimension_sections");
+  ASSERT_TRUE(sections.ok());
+  EXPECT_EQ(*sections, (std::vector<int64_t>{6, 5, 5, 0}));
+
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --out " + TempDir() +
+                   "/bad.gguf --linear-value-heads 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("linear-value-heads"), std::string::npos) << r.err;
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --out " + TempDir() +
+                   "/bad.gguf --rope-sections 3,3,2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--rope-sections"), std::string::npos) << r.err;
 }
 
 // The reply `matricxon chat` streams for one message, computed in-process.

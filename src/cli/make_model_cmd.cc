@@ -1,4 +1,6 @@
 // matricxon make-model: writes a synthetic GGUF model (models/synthetic_model.h).
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <string>
@@ -14,9 +16,12 @@ namespace {
 
 const std::vector<FlagSpec> kFlags = {
     {"out", "", "path of the .gguf file to write (required)"},
-    {"preset", "tiny", "starting shape: tiny, tiny-hybrid, smollm2-135m, qwen3-0.6b, llama-135m"},
-    {"arch", "", "architecture: llama, qwen2, qwen3, nemotron_h"},
-    {"layer-pattern", "", "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default M-M*-M*-)"},
+    {"preset", "tiny",
+     "starting shape: tiny, tiny-hybrid, tiny-qwen35, smollm2-135m, qwen3-0.6b, qwen3.5-0.8b, "
+     "llama-135m"},
+    {"arch", "", "architecture: llama, qwen2, qwen3, nemotron_h, qwen35"},
+    {"layer-pattern", "",
+     "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default M-M*-M*-)"},
     {"layers", "", "number of layers"},
     {"dim", "", "embedding width"},
     {"heads", "", "attention heads"},
@@ -25,6 +30,21 @@ const std::vector<FlagSpec> kFlags = {
     {"ffn", "", "feed-forward width"},
     {"vocab", "", "vocabulary size (>= 262)"},
     {"context", "", "training context length"},
+    {"full-attention-interval", "",
+     "qwen35: every n-th layer is full attention, the others Gated DeltaNet (default 4)"},
+    {"linear-key-heads", "", "qwen35 DeltaNet q/k heads (ssm.group_count)"},
+    {"linear-value-heads", "",
+     "qwen35 DeltaNet v heads (ssm.time_step_rank), a multiple of the key heads"},
+    {"linear-head-dim", "", "qwen35 DeltaNet head width (ssm.state_size)"},
+    {"linear-inner", "",
+     "qwen35 ssm.inner_size (default and only valid value: value heads x head dim)"},
+    {"ssm-conv", "", "conv taps of Mamba2 / DeltaNet layers (ssm.conv_kernel, default 4)"},
+    {"rope-dims", "",
+     "qwen35: rotated dims per attention head (rope.dimension_count, default the head)"},
+    {"rope-sections", "",
+     "qwen35 IMRoPE sections t,h,w,extra summing to rope-dims / 2 (default: dealt evenly, e.g. "
+     "11,11,10,0 for 64 dims)"},
+    {"rope-theta", "", "RoPE base (default 1e4 llama, 1e7 qwen35, 1e6 others)"},
     {"type", "f32",
      "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
      "q6_k, or q4_k_m (llama.cpp's Q4_K_M mix)"},
@@ -62,6 +82,25 @@ Status ParseWeightType(const std::string& s, models::SyntheticSpec* spec) {
                                  "q4_k, q5_k, q6_k or q4_k_m");
 }
 
+// "11,11,10,0" -> {11, 11, 10, 0}: exactly four integers.
+Result<std::array<int32_t, 4>> ParseRopeSections(const std::string& s) {
+  std::array<int32_t, 4> out{};
+  size_t n = 0, start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    if (n == out.size()) break;
+    MX_ASSIGN_OR_RETURN(int64_t v,
+                        ParseInt("--rope-sections", s.substr(start, comma - start), 0, 1 << 16));
+    out[n++] = static_cast<int32_t>(v);
+    start = comma + 1;
+  }
+  if (n != out.size() || start <= s.size()) {
+    return Status::InvalidArgument("--rope-sections '" + s +
+                                   "': expected four integers t,h,w,extra");
+  }
+  return out;
+}
+
 Status Run(const Flags& f) {
   if (f.Get("out").empty()) return Status::InvalidArgument("--out is required");
   MX_ASSIGN_OR_RETURN(models::SyntheticSpec spec, models::SyntheticPreset(f.Get("preset")));
@@ -74,10 +113,25 @@ Status Run(const Flags& f) {
   for (IntFlag i : {IntFlag{"layers", &spec.n_layer}, IntFlag{"dim", &spec.n_embd},
                     IntFlag{"heads", &spec.n_head}, IntFlag{"kv-heads", &spec.n_kv_head},
                     IntFlag{"head-dim", &spec.head_dim}, IntFlag{"ffn", &spec.n_ff},
-                    IntFlag{"vocab", &spec.n_vocab}, IntFlag{"context", &spec.n_ctx}}) {
+                    IntFlag{"vocab", &spec.n_vocab}, IntFlag{"context", &spec.n_ctx},
+                    IntFlag{"full-attention-interval", &spec.full_attention_interval},
+                    IntFlag{"linear-key-heads", &spec.linear_key_heads},
+                    IntFlag{"linear-value-heads", &spec.linear_value_heads},
+                    IntFlag{"linear-head-dim", &spec.linear_head_dim},
+                    IntFlag{"linear-inner", &spec.linear_inner},
+                    IntFlag{"ssm-conv", &spec.ssm_conv}, IntFlag{"rope-dims", &spec.rope_dims}}) {
     if (f.Has(i.name)) {
       MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));
     }
+  }
+  if (f.Has("rope-sections")) {
+    MX_ASSIGN_OR_RETURN(spec.rope_sections, ParseRopeSections(f.Get("rope-sections")));
+  } else if (f.Has("rope-dims")) {
+    spec.rope_sections = {};  // the preset's sections were for its own rope-dims
+  }
+  if (f.Has("rope-theta")) {
+    MX_ASSIGN_OR_RETURN(double theta, f.GetDouble("rope-theta", 1, 1e12));
+    spec.rope_theta = static_cast<float>(theta);
   }
   MX_RETURN_IF_ERROR(ParseWeightType(f.Get("type"), &spec));
   if (f.GetBool("tied")) spec.tied_embeddings = true;

@@ -208,7 +208,8 @@ SyntheticVocab BuildSyntheticVocab(int64_t n_vocab) {
 }
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny", "tiny-hybrid", "smollm2-135m", "qwen3-0.6b", "llama-135m"};
+  return {"tiny",       "tiny-hybrid",  "tiny-qwen35", "smollm2-135m",
+          "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m"};
 }
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
@@ -232,6 +233,23 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.n_layer = 8, s.n_embd = 128, s.n_head = 4, s.n_kv_head = 2, s.n_ff = 256;
     return s;
   }
+  if (preset == "tiny-qwen35") {  // the shape and metadata of ref/tiny-qwen35
+    s.arch = "qwen35";
+    s.n_layer = 8, s.n_embd = 128, s.n_head = 4, s.n_kv_head = 2, s.head_dim = 64, s.n_ff = 256;
+    s.tied_embeddings = true, s.rope_theta = 1e7f, s.rope_dims = 16, s.rope_sections = {3, 3, 2, 0};
+    s.full_attention_interval = 4, s.ssm_conv = 4;
+    s.linear_key_heads = 2, s.linear_value_heads = 4, s.linear_head_dim = 32;
+    return s;
+  }
+  if (preset == "qwen3.5-0.8b") {  // Qwen3.5-0.8B's text model
+    s.arch = "qwen35";
+    s.n_layer = 24, s.n_embd = 1024, s.n_head = 8, s.n_kv_head = 2, s.head_dim = 256;
+    s.n_ff = 3584, s.n_vocab = 248320, s.n_ctx = 262144, s.tied_embeddings = true;
+    s.rope_theta = 1e7f, s.rope_dims = 64, s.rope_sections = {11, 11, 10, 0};
+    s.full_attention_interval = 4, s.ssm_conv = 4;
+    s.linear_key_heads = 16, s.linear_value_heads = 16, s.linear_head_dim = 128;
+    return s;
+  }
   if (preset == "llama-135m") {
     s.arch = "llama";
     s.n_layer = 12, s.n_embd = 768, s.n_head = 12, s.n_kv_head = 12, s.n_ff = 2048;
@@ -250,11 +268,88 @@ DType Q4KMTensorType(const SyntheticSpec& spec, std::string_view name, int64_t l
   const bool more_bits =
       layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
   const bool is_head = name == "output.weight" || (name == "token_embd.weight" && spec.tied_embeddings);
-  const bool wants_q6 =
-      is_head || (more_bits && (name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight")));
+  // llama.cpp counts attn_qkv as an attn_v ("attention-v-like" tensors).
+  const bool v_like = name.ends_with("attn_v.weight") || name.ends_with("attn_qkv.weight");
+  const bool wants_q6 = is_head || (more_bits && (v_like || name.ends_with("ffn_down.weight")));
   if (n_cols % 256 != 0) return wants_q6 ? DType::kQ8_0 : DType::kQ5_0;
   return wants_q6 ? DType::kQ6_K : DType::kQ4_K;
 }
+
+namespace {
+
+// The derived sizes of a qwen35 spec. The DeltaNet projection attn_qkv has
+// rows q (key_dim) | k (key_dim) | v (value_dim); the conv runs over all of them.
+struct Qwen35Dims {
+  int64_t key_dim, value_dim, conv_dim;  // key_dim = key heads x head dim
+  int64_t n_rot;                         // rotated dims per attention head
+  std::array<int32_t, 4> sections;
+};
+
+Qwen35Dims DimsOf(const SyntheticSpec& s, int64_t head_dim) {
+  Qwen35Dims d;
+  d.key_dim = s.linear_key_heads * s.linear_head_dim;
+  d.value_dim = s.linear_value_heads * s.linear_head_dim;
+  d.conv_dim = 2 * d.key_dim + d.value_dim;
+  d.n_rot = s.rope_dims > 0 ? s.rope_dims : head_dim;
+  d.sections = s.rope_sections;
+  if (d.sections == std::array<int32_t, 4>{0, 0, 0, 0}) {
+    const auto pairs = static_cast<int32_t>(d.n_rot / 2);
+    for (int32_t k = 0; k < 3; ++k) d.sections[k] = pairs / 3 + (k < pairs % 3 ? 1 : 0);
+  }
+  return d;
+}
+
+bool IsQwen35Attention(const SyntheticSpec& s, int64_t layer) {
+  return (layer + 1) % s.full_attention_interval == 0;
+}
+
+Status CheckQwen35(const SyntheticSpec& s, int64_t head_dim) {
+  auto fail = [](const std::string& field, const std::string& why) {
+    return Status::InvalidArgument("qwen35 " + field + ": " + why);
+  };
+  const struct {
+    const char* field;
+    int64_t v;
+  } kSizes[] = {{"full-attention-interval", s.full_attention_interval},
+                {"linear-key-heads", s.linear_key_heads},
+                {"linear-value-heads", s.linear_value_heads},
+                {"linear-head-dim", s.linear_head_dim}};
+  for (const auto& [field, v] : kSizes) {
+    if (v <= 0 || v > 65536) return fail(field, std::to_string(v) + ", expected 1..65536");
+  }
+  if (s.linear_value_heads % s.linear_key_heads != 0) {
+    return fail("linear-value-heads", std::to_string(s.linear_value_heads) +
+                                          " must be a multiple of linear-key-heads (" +
+                                          std::to_string(s.linear_key_heads) + ")");
+  }
+  const int64_t value_dim = s.linear_value_heads * s.linear_head_dim;
+  if (s.linear_inner != 0 && s.linear_inner != value_dim) {
+    return fail("linear-inner", std::to_string(s.linear_inner) +
+                                    ", expected linear-value-heads x linear-head-dim = " +
+                                    std::to_string(value_dim));
+  }
+  if (s.ssm_conv < 2 || s.ssm_conv > 64) {
+    return fail("ssm-conv", std::to_string(s.ssm_conv) + " taps, expected 2..64");
+  }
+  const Qwen35Dims d = DimsOf(s, head_dim);
+  if (d.n_rot <= 0 || d.n_rot > head_dim || d.n_rot % 2 != 0) {
+    return fail("rope-dims", std::to_string(d.n_rot) +
+                                 ", expected an even number in 2..head dim (" +
+                                 std::to_string(head_dim) + ")");
+  }
+  int64_t sum = 0;
+  for (int32_t v : d.sections) {
+    if (v < 0) return fail("rope-sections", "negative section " + std::to_string(v));
+    sum += v;
+  }
+  if (sum != d.n_rot / 2) {
+    return fail("rope-sections", "they sum to " + std::to_string(sum) +
+                                     ", expected rope-dims / 2 = " + std::to_string(d.n_rot / 2));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status ValidateSyntheticSpec(const SyntheticSpec& s) {
   auto positive = [](const char* field, int64_t v, int64_t max) -> Status {
@@ -264,8 +359,10 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     }
     return Status::Ok();
   };
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h") {
-    return Status::InvalidArgument("arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h" &&
+      s.arch != "qwen35") {
+    return Status::InvalidArgument(
+        "arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h, qwen35)");
   }
   if (s.arch == "nemotron_h") {
     if (s.layer_pattern.empty() || s.layer_pattern.find_first_not_of("M*-") != std::string::npos) {
@@ -279,6 +376,10 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                      std::to_string(s.ssm_head_dim) + " that divide into " +
                                      std::to_string(s.ssm_groups) + " groups");
     }
+  }
+  if (s.arch != "qwen35" && (s.rope_dims != 0 || s.rope_sections != std::array<int32_t, 4>{})) {
+    return Status::InvalidArgument("rope-dims / rope-sections are only written for qwen35 (" +
+                                   s.arch + " rotates whole heads)");
   }
   MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
   MX_RETURN_IF_ERROR(positive("dim", s.n_embd, 65536));
@@ -301,12 +402,17 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                    ") must be a multiple of heads, or set head-dim");
   }
   if (hd % 2 != 0) return Status::InvalidArgument("head dim " + std::to_string(hd) + " must be even");
+  std::vector<int64_t> row_lengths = {s.n_embd, s.n_head * hd, s.n_ff};
+  if (s.arch == "qwen35") {
+    MX_RETURN_IF_ERROR(CheckQwen35(s, hd));
+    row_lengths.push_back(DimsOf(s, hd).value_dim);  // ssm_out
+  }
   if (s.q4_k_m) return Status::Ok();  // every row length has a fallback type
   if (!kernels::QuantizeSupported(s.weight_type)) {
     return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " cannot be written");
   }
   const int64_t block = GetDTypeInfo(s.weight_type).block_values;
-  for (int64_t cols : {s.n_embd, s.n_head * hd, s.n_ff}) {
+  for (int64_t cols : row_lengths) {
     if (cols % block != 0) {
       return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " needs rows that are a multiple of " +
                                      std::to_string(block) + " values; a row here has " +
@@ -316,147 +422,296 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
   return Status::Ok();
 }
 
-Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
-  MX_RETURN_IF_ERROR(ValidateSyntheticSpec(s));
-  const std::string& a = s.arch;
-  const int64_t e = s.n_embd, hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
-  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
-  const float theta = s.rope_theta > 0 ? s.rope_theta : (a == "llama" ? 1e4f : 1e6f);
+namespace {
 
-  gguf::GgufWriter w;
-  w.SetString("general.architecture", a);
-  w.SetString("general.name", s.name);
-  w.SetU32("general.file_type", FileType(s));
-  w.SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
-  w.SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
-  w.SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  const bool hybrid = a == "nemotron_h";
-  auto kind = [&](int64_t i) { return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()]; };
+// How a tensor's values are drawn (each from its own stream, see the header).
+enum class Init {
+  kNormal,      // std * N(0, 1)
+  kNormWeight,  // 1 + 0.1 N(0, 1)
+  kNegUniform,  // -U[lo, hi] (Mamba2 and DeltaNet A)
+  kDtBias,      // softplus^-1(dt0), dt0 log-uniform in [lo, hi]
+};
+
+// One tensor to write.
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order: [ne0 = in (row length), ne1 = out]
+  Init init = Init::kNormal;
+  float std = 0;          // kNormal
+  double lo = 0, hi = 0;  // kNegUniform, kDtBias
+  bool matrix = false;    // stored in the weight type (else F32)
+  int64_t layer = -1;     // block index, for the Q4_K_M rules
+};
+
+// A weight matrix [in, out] with std 1/sqrt(in), stored in the weight type.
+TensorPlan Matrix(std::string name, int64_t in, int64_t out, int64_t layer = -1) {
+  return {std::move(name), {in, out}, Init::kNormal, 1 / std::sqrt(float(in)), 0, 0, true, layer};
+}
+// A norm weight of `shape`, 1 + 0.1 N(0, 1), F32.
+TensorPlan Norm(std::string name, std::vector<int64_t> shape) {
+  return {std::move(name), std::move(shape), Init::kNormWeight};
+}
+// An F32 tensor with values std * N(0, 1).
+TensorPlan Normal(std::string name, std::vector<int64_t> shape, float std) {
+  return {std::move(name), std::move(shape), Init::kNormal, std};
+}
+TensorPlan Ranged(std::string name, std::vector<int64_t> shape, Init init, double lo, double hi) {
+  return {std::move(name), std::move(shape), init, 0, lo, hi};
+}
+
+// llama, qwen2, qwen3: attention + SwiGLU FFN.
+void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, q_dim));
+  plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
+  plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
+  if (s.arch == "qwen2") {
+    plan->push_back(Normal(Blk(i, "attn_q.bias"), {q_dim}, 0.5f));
+    plan->push_back(Normal(Blk(i, "attn_k.bias"), {kv_dim}, 0.5f));
+    plan->push_back(Normal(Blk(i, "attn_v.bias"), {kv_dim}, 0.5f));
+  }
+  if (s.arch == "qwen3") {
+    plan->push_back(Norm(Blk(i, "attn_q_norm.weight"), {hd}));
+    plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
+  }
+  plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+}
+
+// nemotron_h: one of Mamba2 ('M'), attention ('*') or MLP ('-') per layer.
+void PlanNemotronHLayer(const SyntheticSpec& s, int64_t i, int64_t hd,
+                        std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   const int64_t d_inner = 2 * e, n_ssm_head = d_inner / s.ssm_head_dim;
   const int64_t n_ch = d_inner + 2 * s.ssm_groups * s.ssm_state;
+  const char kind = s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  if (kind == 'M') {
+    plan->push_back(Matrix(Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, i));
+    plan->push_back(Normal(Blk(i, "ssm_conv1d.weight"), {s.ssm_conv, n_ch}, 0.5f));
+    plan->push_back(Normal(Blk(i, "ssm_conv1d.bias"), {n_ch}, 0.1f));
+    plan->push_back(Ranged(Blk(i, "ssm_dt.bias"), {n_ssm_head, 1}, Init::kDtBias, 1e-3, 1e-1));
+    plan->push_back(Ranged(Blk(i, "ssm_a"), {1, n_ssm_head}, Init::kNegUniform, 1, 8));
+    plan->push_back(Norm(Blk(i, "ssm_d"), {1, n_ssm_head}));
+    plan->push_back(Norm(Blk(i, "ssm_norm.weight"),
+                         s.ssm_groups == 1
+                             ? std::vector<int64_t>{d_inner}
+                             : std::vector<int64_t>{d_inner / s.ssm_groups, s.ssm_groups}));
+    plan->push_back(Matrix(Blk(i, "ssm_out.weight"), d_inner, e, i));
+  } else if (kind == '*') {
+    plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, q_dim));
+    plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
+    plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
+    plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  } else {
+    plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
+    plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+  }
+}
+
+// qwen35: Gated DeltaNet or gated full attention, then a SwiGLU FFN; in the
+// order and shapes of llama.cpp's files (../shared/ref/README.md, qwen35).
+void PlanQwen35Layer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  const int64_t nv = s.linear_value_heads;
+  const Qwen35Dims d = DimsOf(s, hd);
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
+  if (IsQwen35Attention(s, i)) {
+    plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, 2 * q_dim));  // per head [q | gate]
+    plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
+    plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
+    plan->push_back(Norm(Blk(i, "attn_q_norm.weight"), {hd}));
+    plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
+    plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  } else {
+    plan->push_back(Matrix(Blk(i, "attn_qkv.weight"), e, d.conv_dim, i));
+    plan->push_back(Matrix(Blk(i, "attn_gate.weight"), e, d.value_dim));  // z
+    plan->push_back(Normal(Blk(i, "ssm_conv1d.weight"), {s.ssm_conv, d.conv_dim}, 0.5f));
+    plan->push_back(Ranged(Blk(i, "ssm_dt.bias"), {nv}, Init::kDtBias, 0.05, 1));
+    plan->push_back(Ranged(Blk(i, "ssm_a"), {nv}, Init::kNegUniform, 0.05, 1));
+    TensorPlan alpha = Matrix(Blk(i, "ssm_alpha.weight"), e, nv);
+    alpha.std *= 0.5f;  // with dt and A below: per-token decay exp(g) mostly in [0.37, 0.998]
+    plan->push_back(std::move(alpha));
+    plan->push_back(Matrix(Blk(i, "ssm_beta.weight"), e, nv));
+    plan->push_back(Norm(Blk(i, "ssm_norm.weight"), {s.linear_head_dim}));
+    plan->push_back(Matrix(Blk(i, "ssm_out.weight"), d.value_dim, e));
+  }
+  plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+}
+
+// Every tensor of the model, in llama.cpp's usual order.
+std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
+  std::vector<TensorPlan> plan;
+  const int64_t e = s.n_embd;
+  TensorPlan embd = Matrix("token_embd.weight", e, s.n_vocab);
+  embd.std = s.tied_embeddings ? 0.15f : 1.0f;
+  plan.push_back(std::move(embd));
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    if (s.arch == "nemotron_h") {
+      PlanNemotronHLayer(s, i, hd, &plan);
+    } else if (s.arch == "qwen35") {
+      PlanQwen35Layer(s, i, hd, &plan);
+    } else {
+      PlanDenseLayer(s, i, hd, &plan);
+    }
+  }
+  plan.push_back(Norm("output_norm.weight", {e}));
+  if (!s.tied_embeddings) {
+    TensorPlan head = Matrix("output.weight", e, s.n_vocab);
+    head.std *= 2;
+    plan.push_back(std::move(head));
+  }
+  return plan;
+}
+
+// The architecture's hyper-parameters, as llama.cpp reads them.
+void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) {
+  const std::string& a = s.arch;
+  const int64_t e = s.n_embd;
+  float theta = s.rope_theta;
+  if (theta <= 0) theta = a == "llama" ? 1e4f : a == "qwen35" ? 1e7f : 1e6f;
+  w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w->SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
+  w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  if (a == "qwen35") {  // in the order of llama.cpp's own files
+    const Qwen35Dims d = DimsOf(s, hd);
+    w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+    w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+    w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(d.n_rot));
+    w->SetI32Array(a + ".rope.dimension_sections", {d.sections.begin(), d.sections.end()});
+    w->SetF32(a + ".rope.freq_base", theta);
+    w->SetF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+    w->SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
+    w->SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d.value_dim));
+    w->SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.linear_head_dim));
+    w->SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(s.linear_value_heads));
+    w->SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.linear_key_heads));
+    w->SetU32(a + ".full_attention_interval", static_cast<uint32_t>(s.full_attention_interval));
+    w->SetU32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
+    return;
+  }
+  const bool hybrid = a == "nemotron_h";
   if (hybrid) {
+    auto kind = [&](int64_t i) {
+      return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
+    };
+    const int64_t d_inner = 2 * e;
     std::vector<int32_t> ff, kv;
     for (int64_t i = 0; i < s.n_layer; ++i) {
       ff.push_back(kind(i) == '-' ? static_cast<int32_t>(s.n_ff) : 0);
       kv.push_back(kind(i) == '*' ? static_cast<int32_t>(s.n_kv_head) : 0);
     }
-    w.SetI32Array(a + ".feed_forward_length", ff);
-    w.SetI32Array(a + ".attention.head_count_kv", kv);
-    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.SetF32(a + ".attention.layer_norm_epsilon", 1e-5f);
-    w.SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
-    w.SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d_inner));
-    w.SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.ssm_state));
-    w.SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(n_ssm_head));
-    w.SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.ssm_groups));
+    w->SetI32Array(a + ".feed_forward_length", ff);
+    w->SetI32Array(a + ".attention.head_count_kv", kv);
+    w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w->SetF32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    w->SetU32(a + ".ssm.conv_kernel", static_cast<uint32_t>(s.ssm_conv));
+    w->SetU32(a + ".ssm.inner_size", static_cast<uint32_t>(d_inner));
+    w->SetU32(a + ".ssm.state_size", static_cast<uint32_t>(s.ssm_state));
+    w->SetU32(a + ".ssm.time_step_rank", static_cast<uint32_t>(d_inner / s.ssm_head_dim));
+    w->SetU32(a + ".ssm.group_count", static_cast<uint32_t>(s.ssm_groups));
   } else {
-    w.SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
-    w.SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+    w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
   }
-  w.SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
-  w.SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-  w.SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
-  w.SetF32(a + ".rope.freq_base", theta);
-  w.SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w->SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
+  w->SetF32(a + ".rope.freq_base", theta);
+  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+}
 
+void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
   SyntheticVocab vocab = BuildSyntheticVocab(s.n_vocab);
   const auto n_tok = static_cast<int32_t>(vocab.tokens.size());
-  w.SetString("tokenizer.ggml.model", "gpt2");
-  w.SetString("tokenizer.ggml.pre", "qwen2");
-  w.SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
-  w.SetI32Array("tokenizer.ggml.token_type", vocab.types);
-  w.SetStringArray("tokenizer.ggml.merges", vocab.merges);
-  w.SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_tok - 3));
-  w.SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
-  w.SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
-  w.SetBool("tokenizer.ggml.add_bos_token", false);
-  w.SetString("tokenizer.chat_template", kChatmlTemplate);
+  w->SetString("tokenizer.ggml.model", "gpt2");
+  // llama.cpp's pre-tokenizer names; "qwen35" is Qwen 3.5's own split rule.
+  w->SetString("tokenizer.ggml.pre", s.arch == "qwen35" ? "qwen35" : "qwen2");
+  w->SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w->SetI32Array("tokenizer.ggml.token_type", vocab.types);
+  w->SetStringArray("tokenizer.ggml.merges", vocab.merges);
+  w->SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_tok - 3));
+  w->SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
+  w->SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
+  w->SetBool("tokenizer.ggml.add_bos_token", false);
+  if (s.arch == "qwen35") w->SetBool("tokenizer.ggml.add_eos_token", false);  // as ref/tiny-qwen35
+  w->SetString("tokenizer.chat_template", kChatmlTemplate);
+}
 
-  // Tensors, in llama.cpp's usual order.
-  struct Plan {
-    std::string name;
-    int64_t cols, rows;
-    float std;     // 0: norm weight (1 + 0.1 N)
-    bool matrix;   // stored in the weight type
-    int64_t layer = -1;
-    int init = 0;  // 1: Mamba2 A = -U[1, 8]; 2: dt bias = softplus^-1(dt0), dt0 log-uniform [1e-3, 1e-1]
+// One row of `p`'s values, drawn from `rng`.
+void DrawRow(const TensorPlan& p, Rng* rng, std::vector<float>* row) {
+  for (auto& x : *row) {
+    switch (p.init) {
+      case Init::kNormal:
+        x = p.std * rng->Normal();
+        break;
+      case Init::kNormWeight:
+        x = 1.0f + 0.1f * rng->Normal();
+        break;
+      case Init::kNegUniform: {
+        const auto lo = static_cast<float>(p.lo), hi = static_cast<float>(p.hi);
+        x = -(lo + (hi - lo) * static_cast<float>(rng->Uniform()));
+        break;
+      }
+      case Init::kDtBias: {
+        const double dt0 =
+            std::exp(std::log(p.lo) + (std::log(p.hi) - std::log(p.lo)) * rng->Uniform());
+        x = static_cast<float>(std::log(std::expm1(dt0)));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  MX_RETURN_IF_ERROR(ValidateSyntheticSpec(s));
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+
+  gguf::GgufWriter w;
+  w.SetString("general.architecture", s.arch);
+  w.SetString("general.name", s.name);
+  w.SetU32("general.file_type", FileType(s));
+  WriteArchMetadata(s, hd, &w);
+  WriteTokenizer(s, &w);
+
+  const std::vector<TensorPlan> plan = PlanTensors(s, hd);
+  auto n_values = [](const TensorPlan& p) {
+    int64_t n = 1;
+    for (int64_t d : p.shape) n *= d;
+    return static_cast<uint64_t>(n);
   };
-  std::vector<Plan> plan;
-  plan.push_back({"token_embd.weight", e, s.n_vocab, s.tied_embeddings ? 0.15f : 1.0f, true});
-  for (int64_t i = 0; i < s.n_layer && hybrid; ++i) {
-    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
-    if (kind(i) == 'M') {
-      plan.push_back({Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, 1 / std::sqrt(float(e)), true, i});
-      plan.push_back({Blk(i, "ssm_conv1d.weight"), s.ssm_conv, n_ch, 0.5f, false});
-      plan.push_back({Blk(i, "ssm_conv1d.bias"), n_ch, 1, 0.1f, false});
-      plan.push_back({Blk(i, "ssm_dt.bias"), n_ssm_head, 1, 1.0f, false, i, 2});
-      plan.push_back({Blk(i, "ssm_a"), 1, n_ssm_head, 1.0f, false, i, 1});
-      plan.push_back({Blk(i, "ssm_d"), 1, n_ssm_head, 0, false});
-      plan.push_back({Blk(i, "ssm_norm.weight"), d_inner / s.ssm_groups, s.ssm_groups, 0, false});
-      plan.push_back({Blk(i, "ssm_out.weight"), d_inner, e, 1 / std::sqrt(float(d_inner)), true, i});
-    } else if (kind(i) == '*') {
-      plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
-      plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
-    } else {
-      plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-      plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
-    }
-  }
-  for (int64_t i = 0; i < s.n_layer && !hybrid; ++i) {
-    plan.push_back({Blk(i, "attn_norm.weight"), e, 1, 0, false});
-    plan.push_back({Blk(i, "attn_q.weight"), e, q_dim, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "attn_k.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "attn_v.weight"), e, kv_dim, 1 / std::sqrt(float(e)), true, i});
-    if (a == "qwen2") {
-      plan.push_back({Blk(i, "attn_q.bias"), q_dim, 1, 0.5f, false});
-      plan.push_back({Blk(i, "attn_k.bias"), kv_dim, 1, 0.5f, false});
-      plan.push_back({Blk(i, "attn_v.bias"), kv_dim, 1, 0.5f, false});
-    }
-    if (a == "qwen3") {
-      plan.push_back({Blk(i, "attn_q_norm.weight"), hd, 1, 0, false});
-      plan.push_back({Blk(i, "attn_k_norm.weight"), hd, 1, 0, false});
-    }
-    plan.push_back({Blk(i, "attn_output.weight"), q_dim, e, 1 / std::sqrt(float(q_dim)), true});
-    plan.push_back({Blk(i, "ffn_norm.weight"), e, 1, 0, false});
-    plan.push_back({Blk(i, "ffn_gate.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "ffn_up.weight"), e, s.n_ff, 1 / std::sqrt(float(e)), true});
-    plan.push_back({Blk(i, "ffn_down.weight"), s.n_ff, e, 1 / std::sqrt(float(s.n_ff)), true, i});
-  }
-  plan.push_back({"output_norm.weight", e, 1, 0, false});
-  if (!s.tied_embeddings) plan.push_back({"output.weight", e, s.n_vocab, 2 / std::sqrt(float(e)), true});
-
   uint64_t total = 0, done = 0;
-  for (const Plan& p : plan) total += static_cast<uint64_t>(p.cols * p.rows);
+  for (const TensorPlan& p : plan) total += n_values(p);
   std::vector<float> row;
-  for (const Plan& p : plan) {
+  for (const TensorPlan& p : plan) {
     Rng rng(HashName(s.seed, p.name));
     DType type = DType::kF32;
-    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.cols) : s.weight_type;
-    const size_t rb = RowBytes(type, p.cols);
-    std::string bytes(rb * static_cast<size_t>(p.rows), '\0');
-    row.resize(static_cast<size_t>(p.cols));
-    for (int64_t r = 0; r < p.rows; ++r) {
-      for (auto& x : row) {
-        if (p.init == 1) {
-          x = -1.0f - 7.0f * static_cast<float>(rng.Uniform());
-        } else if (p.init == 2) {
-          const double dt0 = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.Uniform());
-          x = static_cast<float>(std::log(std::expm1(dt0)));
-        } else {
-          x = p.std == 0 ? 1.0f + 0.1f * rng.Normal() : p.std * rng.Normal();
-        }
-      }
-      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb, p.cols);
+    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.shape[0]) : s.weight_type;
+    const int64_t cols = p.shape[0], rows = static_cast<int64_t>(n_values(p)) / cols;
+    const size_t rb = RowBytes(type, cols);
+    std::string bytes(rb * static_cast<size_t>(rows), '\0');
+    row.resize(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      DrawRow(p, &rng, &row);
+      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb,
+                           cols);
     }
-    std::vector<int64_t> shape = p.rows == 1 && !p.matrix && p.init == 0 && p.cols != 1
-                                     ? std::vector<int64_t>{p.cols}
-                                     : std::vector<int64_t>{p.cols, p.rows};
-    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, shape, std::move(bytes)));
-    done += static_cast<uint64_t>(p.cols * p.rows);
+    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, p.shape, std::move(bytes)));
+    done += n_values(p);
     if (progress) progress(done, total);
   }
   return w.WriteTo(env, path);

@@ -6,11 +6,15 @@
 // Weights follow ../shared/ref/README.md's recipe (so activations stay sane
 // at any depth): projections N(0, 1/fan_in), an untied output head
 // N(0, 4/fan_in), norm weights 1 + 0.1 N(0, 1), token embeddings N(0, 1)
-// (0.15 when tied to the output head), qwen2 q/k/v biases N(0, 0.25).
+// (0.15 when tied to the output head), qwen2 q/k/v biases N(0, 0.25); for
+// qwen35 also ssm_alpha N(0, 0.25/fan_in), ssm_conv1d N(0, 0.25),
+// ssm_dt.bias = softplus^-1(dt0) with dt0 log-uniform in [0.05, 1] and
+// ssm_a = -U[0.05, 1].
 // Every tensor draws from its own stream seeded by (seed, tensor name), so
 // the same spec always writes the same bytes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -25,12 +29,12 @@ namespace mx::models {
 
 struct SyntheticSpec {
   std::string name = "synthetic";
-  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h
+  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;
   int64_t n_kv_head = 2;
-  int64_t head_dim = 0;  // 0: n_embd / n_head
+  int64_t head_dim = 0;  // attention.key_length = value_length; 0: n_embd / n_head
   int64_t n_ff = 256;
   int64_t n_vocab = 4096;
   int64_t n_ctx = 2048;
@@ -39,7 +43,7 @@ struct SyntheticSpec {
   // Q4_K_M (see Q4KMTensorType); weight_type is then ignored.
   bool q4_k_m = false;
   bool tied_embeddings = false;
-  float rope_theta = 0;  // 0: 1e4 for llama, 1e6 for qwen2/qwen3
+  float rope_theta = 0;  // 0: 1e4 for llama, 1e7 for qwen35, 1e6 for the others
   uint64_t seed = 1;
   // nemotron_h (hybrid): the layer kinds, repeated to n_layer: 'M' Mamba2,
   // '*' attention (no RoPE), '-' MLP (up, ReLU^2, down). The Mamba2 layers
@@ -49,11 +53,32 @@ struct SyntheticSpec {
   int64_t ssm_state = 16;
   int64_t ssm_groups = 2;
   int64_t ssm_head_dim = 32;
-  int64_t ssm_conv = 4;
+  int64_t ssm_conv = 4;  // conv taps of Mamba2 and of Gated DeltaNet (ssm.conv_kernel)
+  // qwen35 (Qwen 3.5 hybrid): layer i is gated full attention when
+  // (i + 1) % full_attention_interval == 0, else Gated DeltaNet. Attention has
+  // n_head query heads of head_dim (attn_q also holds a sigmoid gate per query
+  // value), n_kv_head kv heads, q/k RMS norms and IMRoPE over the first
+  // rope_dims dims of a head. DeltaNet has linear_key_heads q/k heads and
+  // linear_value_heads v heads, all linear_head_dim wide, and a causal conv of
+  // ssm_conv taps over q, k and v.
+  int64_t full_attention_interval = 4;  // qwen35.full_attention_interval
+  int64_t linear_key_heads = 2;         // ssm.group_count
+  int64_t linear_value_heads = 4;       // ssm.time_step_rank; a multiple of linear_key_heads
+  int64_t linear_head_dim = 32;         // ssm.state_size (q, k and v heads)
+  // ssm.inner_size; 0: linear_value_heads * linear_head_dim, the only value
+  // llama.cpp accepts (it sizes the conv state from it).
+  int64_t linear_inner = 0;
+  int64_t rope_dims = 0;  // rope.dimension_count; 0: the whole head. qwen35 only.
+  // rope.dimension_sections: pairs of rotated dims per (t, h, w, extra)
+  // position component; they sum to rope_dims / 2. All zero: the pairs are
+  // dealt round-robin over t, h, w ([11, 11, 10, 0] for 64 dims). qwen35 only.
+  std::array<int32_t, 4> rope_sections = {0, 0, 0, 0};
 };
 
-// Named shapes: "tiny" (the ref tiny-llama shape), "smollm2-135m",
-// "qwen3-0.6b", "llama-135m". InvalidArgument listing the names otherwise.
+// Named shapes: "tiny" (the ref tiny-llama shape), "tiny-hybrid" (the ref
+// tiny-hybrid-nemotron_h shape), "tiny-qwen35" (the ref tiny-qwen35 shape and
+// metadata), "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m".
+// InvalidArgument listing the names otherwise.
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset);
 std::vector<std::string> SyntheticPresetNames();
 
@@ -63,8 +88,10 @@ Status ValidateSyntheticSpec(const SyntheticSpec& spec);
 
 // The type llama.cpp's Q4_K_M quantization gives a matrix: Q4_K, with Q6_K
 // for the output head (the token embeddings when tied) and for the attn_v /
-// ffn_down of layers where llama.cpp's "use more bits" rule holds (the first
-// and last eighth of the layers and every third one between); a matrix whose
+// attn_qkv / ffn_down of layers where llama.cpp's "use more bits" rule holds
+// (the first and last eighth of the layers and every third one between; for
+// qwen35, whose every layer has one attn_v or attn_qkv, llama.cpp's count of
+// those tensors is the layer index); a matrix whose
 // rows are not a multiple of 256 values falls back to Q5_0 (for Q4_K) or Q8_0
 // (for Q6_K). `name` is the tensor name, `layer` its block index (or -1).
 DType Q4KMTensorType(const SyntheticSpec& spec, std::string_view name, int64_t layer,
