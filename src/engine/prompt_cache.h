@@ -39,6 +39,9 @@ struct SequenceTraits {
   }
   static Status Truncate(models::SequenceState& s, int64_t n) { return s.Truncate(n); }
   static std::vector<int64_t> CutPoints(const models::SequenceState& s) { return s.SnapshotPositions(); }
+  static int64_t NewestCut(const models::SequenceState& s, int64_t n) {
+    return s.NewestCutAtOrBefore(n);
+  }
   static Status RemoveSpan(models::SequenceState& s, int64_t begin, int64_t end) {
     return s.RemoveSpan(begin, end);
   }
