@@ -173,10 +173,7 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
     // A chat that left RAM but is not written yet is still in memory.
     const int64_t ram_reuse = pool_.Peek(prompt).n_reuse;
     const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt);
-    const int64_t queued_reuse =
-        queued.found ? std::min<int64_t>(static_cast<int64_t>(queued.common_prefix),
-                                         static_cast<int64_t>(prompt.size()) - 1)
-                     : 0;
+    const int64_t queued_reuse = queued.found ? static_cast<int64_t>(queued.usable) : 0;
     if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), &t, &disk_why)) return t;
     if (queued_reuse > ram_reuse) {
       if (TryQueued(prompt, queued, queued_reuse, &t)) return t;
@@ -244,10 +241,16 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     // itself back, so the superseded turn is never written.
     auto taken = disk_.store->TakeQueued(match.seq);
     if (!taken.ok()) return false;  // written meanwhile: it is on disk now
+    const int64_t cut = taken->state->NewestCutAtOrBefore(use);
+    if (cut == 0 ||
+        !std::equal(taken->tokens.begin(), taken->tokens.begin() + cut, prompt.begin()) ||
+        (cut < taken->state->n_tokens() && !taken->state->Truncate(cut).ok())) {
+      // Not what FindQueued saw: it goes back to the queue, never lost.
+      disk_.store->Enqueue(std::move(taken).value());
+      return false;
+    }
     tokens = std::move(taken->tokens);
     state = std::move(taken->state);
-    const int64_t cut = state->NewestCutAtOrBefore(use);
-    if (cut < state->n_tokens() && !state->Truncate(cut).ok()) return false;
     tokens.resize(static_cast<size_t>(cut));
     how = cut == static_cast<int64_t>(match.n_tokens) ? "taken back from the write queue"
                                                        : "taken back from the write queue, its last reply cut";
