@@ -423,7 +423,8 @@ class SavedCacheRefTest : public ::testing::TestWithParam<std::string> {
   // returned, not read).
   std::vector<int32_t> Generate(models::SequenceState& state, const std::vector<int32_t>& prompt, int64_t from,
                                 int n) {
-    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(prompt.size()), from)) state.RequestSnapshot(p);
+    PlanStateSnapshots(state, {.prompt_len = static_cast<int64_t>(prompt.size()), .n_reused = from},
+                       SnapshotLimitsFor({}, *runner_->layout()));
     std::vector<models::BatchEntry> batch;
     for (size_t i = static_cast<size_t>(from); i < prompt.size(); ++i) {
       batch.push_back({&state, prompt[i], i + 1 == prompt.size()});

@@ -354,9 +354,11 @@ class RamPool {
   }
 
   // A new empty entry for a request whose plan could not be applied; the
-  // plan becomes "none" with `why` (worded for the log).
+  // plan becomes "none" with `why` (worded for the log), keeping its lcp.
   Entry& StartFreshLocked(LookupPlan* plan, std::string why) {
+    const int64_t lcp = plan->lcp;
     *plan = LookupPlan();
+    plan->lcp = lcp;
     plan->why_none = std::move(why);
     return NewEntryLocked({}, fresh_());
   }
