@@ -177,6 +177,7 @@ Status Scheduler::StartSlot(Slot& s) {
     cache::SnapshotRequest sr;
     sr.prompt_len = static_cast<int64_t>(s.request.prompt.size());
     sr.n_reused = s.cached;
+    sr.message_starts = s.request.message_starts;
     sr.diverged_at = s.ticket.diverged_at();
     s.snapshots =
         PlanStateSnapshots(*s.seq, sr, SnapshotLimitsFor(options_.cache, *runner_->layout()));
