@@ -1,5 +1,7 @@
 #include "engine/loaded_model.h"
 
+#include <algorithm>
+
 #include "core/logging.h"
 #include "tokenizer/gguf_vocab.h"
 
@@ -38,6 +40,24 @@ Result<std::vector<int32_t>> LoadedModel::EncodeChat(
     const templates::RenderOptions& options) const {
   MX_ASSIGN_OR_RETURN(std::string text, templates::Render(family, messages, options));
   return tokenizer->Encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+std::vector<int64_t> LoadedModel::MessageStarts(std::span<const int32_t> prompt,
+                                                bool generation_prompt) const {
+  const templates::MessageMarkers markers = templates::MessageStartMarkers(family);
+  std::vector<int32_t> ids;
+  for (const std::string& text : markers.texts) {
+    std::vector<int32_t> t = tokenizer->Encode(text, /*add_special=*/false, /*parse_special=*/true);
+    if (t.size() == 1) ids.push_back(t[0]);
+  }
+  std::vector<int64_t> out;
+  if (ids.empty()) return out;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (std::find(ids.begin(), ids.end(), prompt[i]) != ids.end())
+      out.push_back(static_cast<int64_t>(i));
+  }
+  if (generation_prompt && markers.in_generation_prompt && !out.empty()) out.pop_back();
+  return out;
 }
 
 }  // namespace mx::engine

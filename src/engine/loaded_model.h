@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ struct LoadedModel {
   // (special tokens parsed, BOS added when the model asks for it).
   Result<std::vector<int32_t>> EncodeChat(const std::vector<templates::ChatMessage>& messages,
                                           const templates::RenderOptions& options) const;
+  // Where the messages of a prompt made by EncodeChat begin (token
+  // positions, ascending): the positions of the family's message markers
+  // (templates::MessageStartMarkers), without the generation prompt's own
+  // when `generation_prompt`. Empty when the vocabulary has no single token
+  // for the markers. A marker typed inside a message counts as a start too;
+  // the positions only guide where hybrid models keep snapshots, never what
+  // a reply is.
+  std::vector<int64_t> MessageStarts(std::span<const int32_t> prompt,
+                                     bool generation_prompt = true) const;
 };
 
 }  // namespace mx::engine

@@ -30,6 +30,31 @@ SequencePool::EvictFn DiskHook(const DiskLevel& disk, SequencePool::EvictFn on_e
 
 }  // namespace
 
+cache::SnapshotLimits SnapshotLimitsFor(const PromptCacheOptions& options,
+                                        const models::StateLayout& layout) {
+  cache::SnapshotLimits l;
+  l.every = options.snapshot_every;
+  l.max_count = static_cast<size_t>(std::clamp<int64_t>(
+      options.snapshot_count, 0, static_cast<int64_t>(models::SequenceState::kMaxSnapshots)));
+  l.budget_bytes = options.snapshot_budget_bytes;
+  l.snapshot_bytes = layout.recurrent_bytes();
+  return l;
+}
+
+std::vector<int64_t> PlanStateSnapshots(models::SequenceState& state,
+                                        cache::SnapshotRequest request,
+                                        const cache::SnapshotLimits& limits) {
+  if (!state.has_recurrent()) return {};
+  const std::vector<int64_t> existing = state.SnapshotPositions();
+  request.existing = existing;
+  const cache::SnapshotChoice choice = cache::PlanSnapshots(request, limits);
+  // Dropped first, so that requesting the new ones never pushes out one
+  // the policy keeps (RequestSnapshot drops the oldest past its maximum).
+  for (int64_t p : choice.drop) state.DropSnapshot(p);
+  for (int64_t p : choice.take) state.RequestSnapshot(p);
+  return choice.take;
+}
+
 PromptCache::PromptCache(const models::Runner& runner, const PromptCacheOptions& options, Env* env,
                          SequencePool::EvictFn on_evict, DiskLevel disk)
     : runner_(runner),
@@ -122,6 +147,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
   std::vector<int32_t> tokens(loaded->tokens.begin(), loaded->tokens.begin() + cut);
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
   t->n_reused_ = cut;
+  t->diverged_at_ = static_cast<int64_t>(m.common_prefix);
   t->log_ = "reused " + std::to_string(cut) + " of " + std::to_string(n_prompt) +
             " tokens from disk (a saved cache of " + std::to_string(n_entry) + " tokens, loaded in " +
             std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";
@@ -173,10 +199,7 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
     // A chat that left RAM but is not written yet is still in memory.
     const int64_t ram_reuse = pool_.Peek(prompt).n_reuse;
     const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt);
-    const int64_t queued_reuse =
-        queued.found ? std::min<int64_t>(static_cast<int64_t>(queued.common_prefix),
-                                         static_cast<int64_t>(prompt.size()) - 1)
-                     : 0;
+    const int64_t queued_reuse = queued.found ? static_cast<int64_t>(queued.usable) : 0;
     if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), &t, &disk_why)) return t;
     if (queued_reuse > ram_reuse) {
       if (TryQueued(prompt, queued, queued_reuse, &t)) return t;
@@ -188,6 +211,7 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
   MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt));
   const cache::LookupPlan& plan = t.lease_.plan();
   t.n_reused_ = t.lease_.n_reused();
+  t.diverged_at_ = plan.lcp;
   switch (plan.kind) {
     case cache::ReuseKind::kNone:
       if (disk_why.empty()) {
@@ -244,10 +268,16 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     // itself back, so the superseded turn is never written.
     auto taken = disk_.store->TakeQueued(match.seq);
     if (!taken.ok()) return false;  // written meanwhile: it is on disk now
+    const int64_t cut = taken->state->NewestCutAtOrBefore(use);
+    if (cut == 0 ||
+        !std::equal(taken->tokens.begin(), taken->tokens.begin() + cut, prompt.begin()) ||
+        (cut < taken->state->n_tokens() && !taken->state->Truncate(cut).ok())) {
+      // Not what FindQueued saw: it goes back to the queue, never lost.
+      disk_.store->Enqueue(std::move(taken).value());
+      return false;
+    }
     tokens = std::move(taken->tokens);
     state = std::move(taken->state);
-    const int64_t cut = state->NewestCutAtOrBefore(use);
-    if (cut < state->n_tokens() && !state->Truncate(cut).ok()) return false;
     tokens.resize(static_cast<size_t>(cut));
     how = cut == static_cast<int64_t>(match.n_tokens) ? "taken back from the write queue"
                                                        : "taken back from the write queue, its last reply cut";
@@ -263,6 +293,7 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
   if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
   t->n_reused_ = n;
+  t->diverged_at_ = static_cast<int64_t>(match.common_prefix);
   t->log_ = "reused " + std::to_string(n) + " of " + std::to_string(prompt.size()) + " tokens from RAM (" +
             how + ", in " + std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";
   return true;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/policy/snapshot_policy.h"
 #include "cache/ram_pool/ram_pool.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -39,6 +40,9 @@ struct SequenceTraits {
   }
   static Status Truncate(models::SequenceState& s, int64_t n) { return s.Truncate(n); }
   static std::vector<int64_t> CutPoints(const models::SequenceState& s) { return s.SnapshotPositions(); }
+  static int64_t NewestCut(const models::SequenceState& s, int64_t n) {
+    return s.NewestCutAtOrBefore(n);
+  }
   static Status RemoveSpan(models::SequenceState& s, int64_t begin, int64_t end) {
     return s.RemoveSpan(begin, end);
   }
@@ -51,6 +55,9 @@ struct PromptCacheOptions {
   bool context_shift = true;               // MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT
   int64_t snapshot_every = 256;            // MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY (hybrid models)
   int64_t snapshot_count = 8;              // MATRICXON_PROMPT_CACHE_SNAPSHOTS (1..8)
+  // MATRICXON_PROMPT_CACHE_SNAPSHOT_MB: most bytes of recurrent snapshots
+  // per cached chat (hybrid models).
+  uint64_t snapshot_budget_bytes = uint64_t{256} << 20;
   // The server's saved caches (the disk level), optional; must outlive the
   // schedulers using it. The scheduler turns it into a DiskLevel.
   SavedCacheStore* saved = nullptr;
@@ -74,6 +81,9 @@ class CacheTicket {
  public:
   models::SequenceState& state() { return lease_.valid() ? lease_.state() : *private_; }
   int64_t n_reused() const { return n_reused_; }
+  // Where the prompt left the cached chat it was matched with (their common
+  // prefix; 0 when none): the snapshot policy keeps a snapshot there.
+  int64_t diverged_at() const { return diverged_at_; }
   const std::string& log_line() const { return log_; }
   bool pooled() const { return lease_.valid(); }
 
@@ -82,8 +92,22 @@ class CacheTicket {
   SequencePool::Lease lease_;
   std::unique_ptr<models::SequenceState> private_;
   int64_t n_reused_ = 0;
+  int64_t diverged_at_ = 0;
   std::string log_;
 };
+
+// Hybrid models: the snapshot limits of `options` for states of `layout`
+// (one snapshot is layout.recurrent_bytes()).
+cache::SnapshotLimits SnapshotLimitsFor(const PromptCacheOptions& options,
+                                        const models::StateLayout& layout);
+
+// Hybrid models: chooses the snapshots `state` keeps while a prompt is read
+// from request.n_reused on (cache::PlanSnapshots over the snapshots it holds
+// now; request.existing is filled here), drops the others and requests the
+// new ones. Returns the positions requested. No-op without recurrent layers.
+std::vector<int64_t> PlanStateSnapshots(models::SequenceState& state,
+                                        cache::SnapshotRequest request,
+                                        const cache::SnapshotLimits& limits);
 
 class PromptCache {
  public:

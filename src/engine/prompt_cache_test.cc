@@ -186,9 +186,13 @@ TEST_P(PromptCacheTest, RandomChatsGiveTheSameGreedyRepliesWithAndWithoutThePool
     for (const auto& p : prompts) {
       auto t = cache.Start(p, /*use_cache=*/true, /*has_images=*/false);
       ASSERT_TRUE(t.ok()) << t.status().ToString();
-      for (int64_t at : cache::SnapshotPlan(static_cast<int64_t>(p.size()), t->n_reused(), 16)) {
-        t->state().RequestSnapshot(at);
-      }
+      PromptCacheOptions so;
+      so.snapshot_every = 16;
+      PlanStateSnapshots(t->state(),
+                         {.prompt_len = static_cast<int64_t>(p.size()),
+                          .n_reused = t->n_reused(),
+                          .diverged_at = t->diverged_at()},
+                         SnapshotLimitsFor(so, *runner_->layout()));
       ASSERT_EQ(t->state().n_tokens(), t->n_reused());
       reused_requests += t->n_reused() > 0;
       copies += t->log_line().find("copy") != std::string::npos;
@@ -372,6 +376,121 @@ TEST(PromptCacheShiftTest, ShiftIsExactOnAOneLayerModel) {
   EXPECT_LT(gap.max_abs, 0.01) << "mean " << gap.mean_abs;
   EXPECT_EQ(gap.argmax_agree, kSteps);
   cache.Abandon(std::move(t2).value());
+}
+
+// Hybrid model, snapshots chosen by the policy: chat X reads on in place
+// with a long message while chat Y, which shares only X's notes (its first
+// message), starts. X's new snapshots never push out the one at the end of
+// the notes, so Y copies the notes instead of re-reading them, and its reply
+// equals a fresh read. With a byte budget of two snapshots a state holds two.
+class PromptCacheSnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = models::Model::Load(
+        Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/tiny-hybrid-nemotron_h.gguf",
+        {.progress = nullptr, .prefault = false});
+    ASSERT_TRUE(model.ok());
+    model_ = std::move(model).value();
+    auto runner =
+        models::Runner::Create(*model_, {.n_threads = 2, .kv_type = DType::kF16, .n_ctx = 2048});
+    ASSERT_TRUE(runner.ok());
+    runner_ = std::move(runner).value();
+  }
+  // Plans the ticket's snapshots, reads prompt[n_reused:] and generates n
+  // tokens greedily (the last one is returned, not read).
+  std::vector<int32_t> Read(CacheTicket& t, const std::vector<int32_t>& prompt,
+                            const std::vector<int64_t>& starts, const PromptCacheOptions& options,
+                            int n) {
+    PlanStateSnapshots(t.state(),
+                       {.prompt_len = static_cast<int64_t>(prompt.size()),
+                        .n_reused = t.n_reused(),
+                        .message_starts = starts,
+                        .diverged_at = t.diverged_at()},
+                       SnapshotLimitsFor(options, *runner_->layout()));
+    return Greedy(&t.state(), prompt, t.n_reused(), n);
+  }
+  std::vector<int32_t> Greedy(models::SequenceState* s, const std::vector<int32_t>& prompt,
+                              int64_t from, int n) {
+    std::vector<models::BatchEntry> batch;
+    for (size_t i = static_cast<size_t>(from); i < prompt.size(); ++i) {
+      batch.push_back({s, prompt[i], i + 1 == prompt.size()});
+    }
+    std::vector<int32_t> out;
+    std::vector<float> logits;
+    for (int step = 0; step < n; ++step) {
+      EXPECT_TRUE(runner_->Forward(batch, &logits).ok());
+      out.push_back(
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      if (step + 1 < n) batch = {{s, out.back(), true}};
+    }
+    return out;
+  }
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Runner> runner_;
+};
+
+TEST_F(PromptCacheSnapshotTest, ALongTurnKeepsTheSharedNotesForAnotherChat) {
+  PromptCacheOptions options;
+  options.snapshot_every = 64;
+  PromptCache cache(*runner_, options, Env::Default());
+  TokenSource random_tokens(3);
+  const std::vector<int32_t> notes = random_tokens(100);
+  std::vector<int32_t> x = notes;
+  const std::vector<int32_t> q1 = random_tokens(20);
+  x.insert(x.end(), q1.begin(), q1.end());
+  auto t1 = cache.Start(x, true, false);
+  ASSERT_TRUE(t1.ok());
+  std::vector<int32_t> reply = Read(*t1, x, {0, 100}, options, 4);
+  std::vector<int32_t> held = x;
+  held.insert(held.end(), reply.begin(), reply.end() - 1);
+  cache.Finish(std::move(t1).value(), held, static_cast<int64_t>(x.size()));
+
+  // X's next turn: the reply, then a long message, read in place.
+  std::vector<int32_t> x2 = x;
+  x2.insert(x2.end(), reply.begin(), reply.end());
+  const int64_t last_start = static_cast<int64_t>(x2.size());
+  const std::vector<int32_t> long_message = random_tokens(900);
+  x2.insert(x2.end(), long_message.begin(), long_message.end());
+  auto t2 = cache.Start(x2, true, false);
+  ASSERT_TRUE(t2.ok());
+  ASSERT_EQ(t2->n_reused(), static_cast<int64_t>(held.size()));
+  Read(*t2, x2, {0, 100, 120, last_start}, options, 2);
+  const std::vector<int64_t> kept = t2->state().SnapshotPositions();
+  EXPECT_LE(kept.size(), models::SequenceState::kMaxSnapshots);
+  EXPECT_NE(std::find(kept.begin(), kept.end(), 100), kept.end());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), last_start), kept.end());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), static_cast<int64_t>(x2.size()) - 1), kept.end());
+
+  // Y, while X is still in use: the notes and another question.
+  std::vector<int32_t> y = notes;
+  const std::vector<int32_t> q2 = random_tokens(15);
+  y.insert(y.end(), q2.begin(), q2.end());
+  auto ty = cache.Start(y, true, false);
+  ASSERT_TRUE(ty.ok());
+  EXPECT_EQ(ty->n_reused(), 100) << ty->log_line();
+  EXPECT_EQ(ty->diverged_at(), 100);
+  std::vector<int32_t> y_reply = Read(*ty, y, {0, 100}, options, 4);
+  auto fresh = runner_->NewSequence();
+  EXPECT_EQ(y_reply, Greedy(fresh.get(), y, 0, 4));
+  cache.Abandon(std::move(ty).value());
+  cache.Abandon(std::move(t2).value());
+}
+
+TEST_F(PromptCacheSnapshotTest, TheByteBudgetBoundsTheSnapshotsOfAState) {
+  PromptCacheOptions options;
+  options.snapshot_every = 32;
+  options.snapshot_budget_bytes = 2 * runner_->layout()->recurrent_bytes() + 1;
+  PromptCache cache(*runner_, options, Env::Default());
+  TokenSource random_tokens(4);
+  const std::vector<int32_t> prompt = random_tokens(300);
+  auto t = cache.Start(prompt, true, false);
+  ASSERT_TRUE(t.ok());
+  const size_t before = t->state().MemoryBytes();
+  Read(*t, prompt, {0, 50, 200}, options, 1);
+  // The last message and one before the end; no periodic ones.
+  EXPECT_EQ(t->state().SnapshotPositions(), (std::vector<int64_t>{200, 299}));
+  EXPECT_GE(t->state().MemoryBytes(), before + 2 * runner_->layout()->recurrent_bytes());
+  cache.Abandon(std::move(t).value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest,

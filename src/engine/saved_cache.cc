@@ -559,15 +559,22 @@ uint64_t SavedCacheStore::WaitForWrites(uint64_t n, uint64_t timeout_ms) {
 QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {
   QueuedMatch best;
   std::lock_guard<std::mutex> lock(mu_);
-  // Newest first, so that ties go to the most recent state.
+  if (prompt.empty()) return best;
+  // Newest first, so that ties go to the most recent state. The writer only
+  // reads a queued state and takers move it out under mu_, so reading its
+  // cut points here is safe.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     const Node& n = *it;
     if (!(n->item.model == model) || n->abort) continue;
     const size_t lcp = cache::CommonPrefix(n->item.tokens, prompt);
-    if (lcp > best.common_prefix) {
+    const size_t usable = static_cast<size_t>(
+        n->item.state->NewestCutAtOrBefore(static_cast<int64_t>(std::min(lcp, prompt.size() - 1))));
+    if (usable == 0) continue;
+    if (usable > best.usable || (usable == best.usable && lcp > best.common_prefix)) {
       best.found = true;
       best.seq = n->seq;
       best.common_prefix = lcp;
+      best.usable = usable;
       best.n_tokens = n->item.tokens.size();
       best.prompt_len = n->item.prompt_len;
     }

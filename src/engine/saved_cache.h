@@ -103,11 +103,15 @@ struct PendingSave {
   int64_t prompt_len = 0;  // of tokens, how many came from a prompt (the rest were generated)
 };
 
-// The queued state of `model` sharing the longest start with a prompt.
+// The queued state of `model` that a prompt can reuse the most of.
 struct QueuedMatch {
   bool found = false;
   uint64_t seq = 0;           // which queued state (TakeQueued / CopyQueued)
   size_t common_prefix = 0;   // tokens shared with the prompt
+  // Of those, what a request can reuse: at most all but the prompt's last
+  // token, cut back to where the state can be cut (a recurrent state: its
+  // end or a snapshot; 0 when none lies within). Read from the state itself.
+  size_t usable = 0;
   size_t n_tokens = 0;        // tokens the queued state holds
   int64_t prompt_len = 0;     // ... of which came from its last prompt
 };
@@ -175,6 +179,9 @@ class SavedCacheStore {
   uint64_t WaitForWrites(uint64_t n, uint64_t timeout_ms);
 
   // --- Queued states serve prompts (they are still in RAM).
+  // The queued state of `model` with the most usable tokens for `prompt`
+  // (ties: the longest common prefix, then the newest); !found when none is
+  // usable.
   QueuedMatch FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
   // Takes queued state `seq` back (its write is abandoned, waiting at most
   // one slice if it is being written). NotFound when it is no longer queued

@@ -425,7 +425,8 @@ class SavedCacheRefTest : public ::testing::TestWithParam<std::string> {
   // returned, not read).
   std::vector<int32_t> Generate(models::SequenceState& state, const std::vector<int32_t>& prompt, int64_t from,
                                 int n) {
-    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(prompt.size()), from)) state.RequestSnapshot(p);
+    PlanStateSnapshots(state, {.prompt_len = static_cast<int64_t>(prompt.size()), .n_reused = from},
+                       SnapshotLimitsFor({}, *runner_->layout()));
     std::vector<models::BatchEntry> batch;
     for (size_t i = static_cast<size_t>(from); i < prompt.size(); ++i) {
       batch.push_back({&state, prompt[i], i + 1 == prompt.size()});
@@ -486,6 +487,68 @@ TEST_P(SavedCacheRefTest, RepliesFromDiskEqualFreshReads) {
     }
   }
   EXPECT_GE(from_disk, 5);  // every chat's later turns
+}
+
+// A chat waiting in the write queue is taken back only where its state can
+// be cut: a hybrid state without a snapshot within the shared start stays
+// queued (and is written) instead of being taken back and lost; a dense one
+// is cut anywhere and continues from RAM.
+TEST_P(SavedCacheRefTest, QueuedChatIsTakenBackOnlyWhereItCanBeCut) {
+  SavedCacheOptions so;
+  so.dir = dir_;
+  so.passphrase = "ref";
+  so.check_in_background = false;
+  so.background_writer = false;
+  so.min_gain_tokens = 4;
+  auto store = SavedCacheStore::Open(Env::Default(), so);
+  ASSERT_TRUE(store.ok());
+  PromptCacheOptions po;
+  po.slots = 1;
+  DiskLevel disk{store->get(), ComputeModelBinding(*model_, *runner_->layout()), nullptr};
+  PromptCache cache(*runner_, po, Env::Default(), {}, disk);
+  // Reads the prompt (no snapshots) and hands back prompt + 3 reply tokens.
+  auto serve = [&](const std::vector<int32_t>& prompt) {
+    auto ticket = cache.Start(prompt, true, false);
+    EXPECT_TRUE(ticket.ok()) << ticket.status().ToString();
+    if (!ticket.ok()) return std::string();
+    std::vector<models::BatchEntry> batch;
+    for (size_t i = static_cast<size_t>(ticket->n_reused()); i < prompt.size(); ++i) {
+      batch.push_back({&ticket->state(), prompt[i], i + 1 == prompt.size()});
+    }
+    std::vector<float> logits;
+    std::vector<int32_t> held = prompt;
+    for (int32_t t : {7, 8, 9}) {
+      EXPECT_TRUE(runner_->Forward(batch, &logits).ok());
+      held.push_back(t);
+      batch = {{&ticket->state(), t, true}};
+    }
+    EXPECT_TRUE(runner_->Forward(batch, &logits).ok());
+    std::string log = ticket->log_line();
+    cache.Finish(std::move(ticket).value(), held, static_cast<int64_t>(prompt.size()));
+    return log;
+  };
+  std::vector<int32_t> a(40), b(30);
+  for (int i = 0; i < 40; ++i) a[static_cast<size_t>(i)] = 100 + i;
+  for (int i = 0; i < 30; ++i) b[static_cast<size_t>(i)] = 2000 + i;
+  serve(a);
+  serve(b);  // a leaves the only slot for the write queue
+  ASSERT_EQ((*store)->Usage().queued, 1u);
+  // a's prompt again with another reply: the whole prompt is shared.
+  std::vector<int32_t> again = a;
+  again.insert(again.end(), {3, 4});
+  const std::string log = serve(again);
+  if (runner_->layout()->n_recurrent > 0) {
+    EXPECT_EQ(log.find("write queue"), std::string::npos) << log;
+    EXPECT_EQ((*store)->Usage().queued, 2u) << log;  // a, and b that left for `again`
+    EXPECT_EQ((*store)->Usage().files, 0u);
+    EXPECT_TRUE(cache.WriteOnePending());
+    EXPECT_EQ((*store)->Usage().files, 1u);
+  } else {
+    EXPECT_NE(log.find("reused 40 of 42 tokens from RAM (taken back from the write queue"),
+              std::string::npos)
+        << log;
+    EXPECT_EQ((*store)->Usage().queued, 1u) << log;  // b only
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SavedCacheRefTest,

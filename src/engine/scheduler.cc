@@ -54,6 +54,7 @@ struct Scheduler::Slot {
   int64_t generated = 0;
   int32_t next_token = -1;  // sampled, still to be fed (decode phase)
   bool done = false;
+  std::vector<int64_t> snapshots;  // positions of the snapshots this request asked for
   RequestTimings timings;
   int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
   int64_t step_decode = 0;  // ... and the generated token fed
@@ -168,15 +169,18 @@ Status Scheduler::StartSlot(Slot& s) {
   Status room = s.seq->Reserve(static_cast<int64_t>(s.request.prompt.size()));
   s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
   MX_RETURN_IF_ERROR(room);
-  // Hybrid models: keep snapshots of the recurrent state while the prompt is
-  // read, so later prompts sharing only part of it can restart there.
+  // Hybrid models: keep snapshots of the recurrent state where later prompts
+  // are likely to leave this one (cache/policy/snapshot_policy.h), within
+  // the count and byte limits per chat.
   if (s.seq->has_recurrent()) {
     const uint64_t t1 = env_->NowMicros();
-    for (int64_t p : cache::SnapshotPlan(static_cast<int64_t>(s.request.prompt.size()), s.cached,
-                                         options_.cache.snapshot_every,
-                                         static_cast<size_t>(options_.cache.snapshot_count))) {
-      s.seq->RequestSnapshot(p);
-    }
+    cache::SnapshotRequest sr;
+    sr.prompt_len = static_cast<int64_t>(s.request.prompt.size());
+    sr.n_reused = s.cached;
+    sr.message_starts = s.request.message_starts;
+    sr.diverged_at = s.ticket.diverged_at();
+    s.snapshots =
+        PlanStateSnapshots(*s.seq, sr, SnapshotLimitsFor(options_.cache, *runner_->layout()));
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t1) / 1000.0;
   }
   MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line();
@@ -202,6 +206,12 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
     if (forward_failed_) {
       cache_->Abandon(std::move(s.ticket));
     } else {
+      // A request that ended before reading its whole prompt leaves pending
+      // snapshots past what the state holds: they would take room from the
+      // ones the next turn keeps.
+      for (int64_t p : s.snapshots) {
+        if (p > s.seq->n_tokens()) s.seq->DropSnapshot(p);
+      }
       std::vector<int32_t> held(s.history.begin(), s.history.begin() + s.seq->n_tokens());
       cache_->Finish(std::move(s.ticket), std::move(held), static_cast<int64_t>(s.request.prompt.size()));
     }

@@ -96,6 +96,10 @@ struct GenRequest {
   int top_logprobs = 0;
   bool cache_prompt = true;  // false: read the whole prompt, leave the pool untouched
   bool has_images = false;   // image prompts never match a cached chat
+  // Where each chat message begins in `prompt` (token positions, ascending;
+  // empty when unknown, e.g. text completions): hybrid models keep
+  // recurrent snapshots at these boundaries.
+  std::vector<int64_t> message_starts;
   bool ignore_eos = false;   // end-of-generation tokens are never sampled (benchmarks)
 };
 

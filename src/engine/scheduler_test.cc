@@ -243,3 +243,38 @@ TEST_F(SchedulerTest, BatchedStepsAreSharedNotCountedTwice) {
 
 }  // namespace
 }  // namespace mx::engine
+
+namespace mx::engine {
+namespace {
+
+// The hybrid reference model (ChatML, <|im_start|> a single token): each
+// message's start is where the chat without that message (and the ones
+// after it) ends, and the generation prompt's marker is not a message.
+TEST(LoadedModelTest, MessageStartsAreWhereEachMessageBegins) {
+  auto lm = LoadedModel::Load(
+      Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/tiny-hybrid-nemotron_h.gguf", {});
+  ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+  const std::vector<templates::ChatMessage> chat = {{"system", "the notes", {}},
+                                                    {"user", "a question", {}},
+                                                    {"assistant", "an answer", {}},
+                                                    {"user", "more", {}}};
+  auto prompt = (*lm)->EncodeChat(chat, {});
+  ASSERT_TRUE(prompt.ok());
+  const std::vector<int64_t> starts = (*lm)->MessageStarts(*prompt);
+  ASSERT_EQ(starts.size(), chat.size());
+  EXPECT_EQ(starts[0], 0);
+  for (size_t k = 1; k < chat.size(); ++k) {
+    std::vector<templates::ChatMessage> before(chat.begin(),
+                                               chat.begin() + static_cast<std::ptrdiff_t>(k));
+    templates::RenderOptions history;
+    history.add_generation_prompt = false;
+    auto head = (*lm)->EncodeChat(before, history);
+    ASSERT_TRUE(head.ok());
+    EXPECT_EQ(starts[k], static_cast<int64_t>(head->size())) << "message " << k;
+  }
+  // Text completions (no generation prompt to leave out) keep every marker.
+  EXPECT_EQ((*lm)->MessageStarts(*prompt, /*generation_prompt=*/false).size(), chat.size() + 1);
+}
+
+}  // namespace
+}  // namespace mx::engine

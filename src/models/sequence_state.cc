@@ -166,6 +166,10 @@ std::vector<int64_t> SequenceState::SnapshotPositions() const {
   return out;
 }
 
+bool SequenceState::DropSnapshot(int64_t n) {
+  return std::erase_if(snapshots_, [n](const RecurrentSnapshot& s) { return s.n_tokens == n; }) > 0;
+}
+
 float* SequenceState::PendingSnapshot(int64_t n, size_t rec_layer) {
   for (auto& s : snapshots_) {
     if (s.n_tokens == n && !s.complete) {

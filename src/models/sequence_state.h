@@ -176,6 +176,11 @@ class SequenceState {
   void RequestSnapshot(int64_t n);
   // Positions of the complete snapshots, oldest first.
   std::vector<int64_t> SnapshotPositions() const;
+  // Drops the snapshot (complete or pending) taken after `n` tokens and frees
+  // its memory; false when there is none. Lets a caller choose which
+  // snapshots a state keeps (the prompt cache's snapshot policy) instead of
+  // RequestSnapshot dropping the oldest.
+  bool DropSnapshot(int64_t n);
   // For the forward pass: the slice of the pending snapshot taken after
   // `n` tokens for recurrent layer `rec_layer`, or null when none is pending.
   float* PendingSnapshot(int64_t n, size_t rec_layer);

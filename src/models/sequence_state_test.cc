@@ -466,6 +466,36 @@ TEST(SnapshotTest, HybridStateRestartsExactlyFromASnapshot) {
   EXPECT_EQ(std::memcmp(from75.data(), want.data() + 75 * v, from75.size() * sizeof(float)), 0);
 }
 
+// A dropped snapshot is no longer a cut point and no longer counts in the
+// state's memory; the others stay usable.
+TEST(SnapshotTest, DroppedSnapshotFreesItsMemoryAndItsCut) {
+  auto model = Model::Load(Env::Default(), RefModelPath("tiny-hybrid-nemotron_h"),
+                           {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok());
+  auto runner = Runner::Create(**model, {.n_threads = 1, .kv_type = DType::kF16, .n_ctx = 256});
+  ASSERT_TRUE(runner.ok());
+  Runner& r = **runner;
+  auto tokens = RandomTokens(60, 5);
+  auto seq = r.NewSequence();
+  for (int64_t p : {10, 20, 40, 50}) seq->RequestSnapshot(p);
+  std::vector<BatchEntry> batch;
+  for (size_t i = 0; i < 45; ++i) batch.push_back({seq.get(), tokens[i], i + 1 == 45});
+  std::vector<float> logits;
+  ASSERT_TRUE(r.Forward(batch, &logits).ok());
+  ASSERT_EQ(seq->SnapshotPositions(), (std::vector<int64_t>{10, 20, 40}));
+  const size_t before = seq->MemoryBytes();
+  EXPECT_TRUE(seq->DropSnapshot(20));
+  EXPECT_FALSE(seq->DropSnapshot(20));
+  EXPECT_FALSE(seq->DropSnapshot(30));
+  EXPECT_EQ(seq->MemoryBytes(), before - r.layout()->recurrent_bytes());
+  EXPECT_EQ(seq->SnapshotPositions(), (std::vector<int64_t>{10, 40}));
+  EXPECT_FALSE(seq->CanCutAt(20));
+  EXPECT_EQ(seq->NewestCutAtOrBefore(30), 10);
+  EXPECT_TRUE(seq->DropSnapshot(50));  // a pending one
+  EXPECT_EQ(seq->MemoryBytes(), before - 2 * r.layout()->recurrent_bytes());
+  EXPECT_TRUE(seq->Truncate(40).ok());
+}
+
 // A chat that keeps overflowing: five shifts in a row, each dropping the
 // oldest 30-token turn after a kept 10-token start. Positions must stay
 // consistent: layer-0 keys equal a fresh read of what remains at every step.

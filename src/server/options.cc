@@ -45,7 +45,11 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "prompt-cache-snapshot-every", "256",
        "hybrid models: snapshot the recurrent state every N prompt tokens, and before the prompt's end (16..1048576)"},
       {"MATRICXON_PROMPT_CACHE_SNAPSHOTS", "prompt-cache-snapshots", "8",
-       "hybrid models: recurrent snapshots kept per cached chat, newest first (1..8)"},
+       "hybrid models: recurrent snapshots kept per cached chat, the most useful (message "
+       "boundaries before periodic ones; 1..8)"},
+      {"MATRICXON_PROMPT_CACHE_SNAPSHOT_MB", "prompt-cache-snapshot-mb", "256",
+       "hybrid models: most MiB of recurrent snapshots per cached chat (each is one whole "
+       "recurrent state; 0 = none; 0..16777216)"},
       {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true", "save caches to disk (true/false)"},
       {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "persist-cache-budget-mb", "4096",
        "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
@@ -169,6 +173,8 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.prompt_cache_snapshot_every, ParseRange(name, v, 16, 1 << 20));
     } else if (s.flag == "prompt-cache-snapshots") {
       MX_ASSIGN_OR_RETURN(o.prompt_cache_snapshots, ParseRange(name, v, 1, 8));
+    } else if (s.flag == "prompt-cache-snapshot-mb") {
+      MX_ASSIGN_OR_RETURN(o.prompt_cache_snapshot_mb, ParseRange(name, v, 0, int64_t{1} << 24));
     } else if (s.flag == "prompt-cache-context-shift") {
       MX_ASSIGN_OR_RETURN(o.prompt_cache_context_shift, ParseBoolSetting(name, v));
     } else if (s.flag == "persist-prompt-cache") {

@@ -41,6 +41,7 @@ struct ServerOptions {
   bool prompt_cache_context_shift = true;  // keep the cache when a client trims old messages
   int64_t prompt_cache_snapshot_every = 256;  // hybrid models: snapshot every N prompt tokens
   int64_t prompt_cache_snapshots = 8;         // hybrid models: snapshots kept per chat
+  int64_t prompt_cache_snapshot_mb = 256;     // hybrid models: most MiB of snapshots per chat
   // Saved caches (SPEC §5-§7). The three limits are first-run defaults:
   // prompt_cache_policy.json in the cache folder wins once written.
   bool persist_prompt_cache = true;

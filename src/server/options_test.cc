@@ -99,17 +99,21 @@ TEST(OptionsTest, PromptCacheSettings) {
   EXPECT_TRUE(o->prompt_cache_context_shift);
   EXPECT_EQ(o->prompt_cache_snapshot_every, 256);
   EXPECT_EQ(o->prompt_cache_snapshots, 8);
-  o = Load({{"prompt-cache-snapshots", "3"}},
-           {{"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "false"}, {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "64"}});
+  EXPECT_EQ(o->prompt_cache_snapshot_mb, 256);
+  o = Load({{"prompt-cache-snapshots", "3"}}, {{"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "false"},
+                                               {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "64"},
+                                               {"MATRICXON_PROMPT_CACHE_SNAPSHOT_MB", "0"}});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_FALSE(o->prompt_cache_context_shift);
   EXPECT_EQ(o->prompt_cache_snapshot_every, 64);
   EXPECT_EQ(o->prompt_cache_snapshots, 3);
+  EXPECT_EQ(o->prompt_cache_snapshot_mb, 0);
   for (auto [var, value] : std::vector<std::pair<std::string, std::string>>{
            {"MATRICXON_PROMPT_CACHE_SLOTS", "0"},
            {"MATRICXON_PROMPT_CACHE_SLOTS", "65"},
            {"MATRICXON_PROMPT_CACHE_SNAPSHOTS", "9"},
            {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "8"},
+           {"MATRICXON_PROMPT_CACHE_SNAPSHOT_MB", "-1"},
            {"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "maybe"}}) {
     auto bad = Load({}, {{var, value}});
     ASSERT_FALSE(bad.ok()) << var << "=" << value;

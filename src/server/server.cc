@@ -36,6 +36,8 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.cache.context_shift = ctx_.options.prompt_cache_context_shift;
   mo.scheduler.cache.snapshot_every = ctx_.options.prompt_cache_snapshot_every;
   mo.scheduler.cache.snapshot_count = ctx_.options.prompt_cache_snapshots;
+  mo.scheduler.cache.snapshot_budget_bytes =
+      static_cast<uint64_t>(ctx_.options.prompt_cache_snapshot_mb) << 20;
   mo.scheduler.cache.saved = saved_.get();
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();

@@ -514,4 +514,22 @@ std::vector<std::string> EndOfTurnStrings(TemplateFamily family) {
   return {};
 }
 
+MessageMarkers MessageStartMarkers(TemplateFamily family) {
+  switch (family) {
+    case TemplateFamily::kChatml:
+    case TemplateFamily::kQwen3:
+    case TemplateFamily::kQwen35:
+      return {{"<|im_start|>"}, true};
+    case TemplateFamily::kLlama3:
+      return {{"<|start_header_id|>"}, true};
+    case TemplateFamily::kMistral:
+      return {{"[INST]"}, false};
+    case TemplateFamily::kGemma:
+      return {{"<start_of_turn>"}, true};
+    case TemplateFamily::kPhi3:
+      return {{"<|system|>", "<|user|>", "<|assistant|>"}, true};
+  }
+  return {};
+}
+
 }  // namespace mx::templates

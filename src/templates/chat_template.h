@@ -128,4 +128,18 @@ Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> m
 // history (e.g. "<|im_end|>"); the rest are the model's other end tokens.
 std::vector<std::string> EndOfTurnStrings(TemplateFamily family);
 
+// How a family's rendered messages begin, for finding message boundaries in
+// a prompt's tokens (the prompt cache snapshots hybrid models' state there).
+struct MessageMarkers {
+  // The special-token texts a rendered message begins with: "<|im_start|>"
+  // (chatml, qwen3), "<|start_header_id|>" (llama3), "<start_of_turn>"
+  // (gemma: a system message shares the first user turn), "<|system|>",
+  // "<|user|>", "<|assistant|>" (phi3), "[INST]" (mistral: user messages
+  // only; a system message shares the first).
+  std::vector<std::string> texts;
+  // The generation prompt begins with one too (every family but mistral).
+  bool in_generation_prompt = true;
+};
+MessageMarkers MessageStartMarkers(TemplateFamily family);
+
 }  // namespace mx::templates

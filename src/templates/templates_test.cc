@@ -544,6 +544,35 @@ TEST(RenderTest, Qwen35EveryReplyAfterLastQueryGetsThinkBlock) {
             "<|im_start|>assistant\n<think>\n\n</think>\n\nA2<|im_end|>\n");
 }
 
+// Every rendered message starts with one of its family's markers, and so
+// does the generation prompt where the family has one.
+TEST(RenderTest, MessagesBeginWithTheFamilysMarkers) {
+  const std::vector<ChatMessage> chat = {
+      {"system", "notes", {}}, {"user", "hi", {}}, {"assistant", "yes", {}}, {"user", "and?", {}}};
+  for (TemplateFamily f :
+       {TemplateFamily::kChatml, TemplateFamily::kQwen3, TemplateFamily::kQwen35,
+        TemplateFamily::kLlama3, TemplateFamily::kMistral, TemplateFamily::kGemma,
+        TemplateFamily::kPhi3}) {
+    SCOPED_TRACE(std::string(FamilyName(f)));
+    const MessageMarkers m = MessageStartMarkers(f);
+    ASSERT_FALSE(m.texts.empty());
+    auto count = [&](const std::string& text) {
+      size_t n = 0;
+      for (const std::string& marker : m.texts) {
+        for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + 1))
+          ++n;
+      }
+      return n;
+    };
+    auto without = Render(f, chat, Opts(false));
+    auto with = Render(f, chat, Opts(true));
+    ASSERT_TRUE(without.ok() && with.ok());
+    const size_t messages = f == TemplateFamily::kMistral ? 2 : f == TemplateFamily::kGemma ? 3 : 4;
+    EXPECT_EQ(count(*without), messages) << *without;
+    EXPECT_EQ(count(*with), messages + (m.in_generation_prompt ? 1 : 0)) << *with;
+  }
+}
+
 TEST(RenderTest, EndOfTurnStrings) {
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kChatml).front(), "<|im_end|>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kQwen3).front(), "<|im_end|>");

@@ -82,6 +82,7 @@ LookupPlan PlanRecurrent(std::span<const EntryInfo> entries, std::span<const int
   if (best == nullptr) {
     plan.why_none = longest_lcp == 0 ? "no cached chat shares a start with this prompt"
                                      : "no snapshot of the hybrid model's state lies within the shared start";
+    plan.lcp = longest_lcp;  // where the prompt diverges: worth a snapshot
     return plan;
   }
   plan.entry_id = best->id;
@@ -173,16 +174,6 @@ std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<con
 
 bool KeepsTheLatestMessages(const ShiftPlan& plan, int64_t entry_prompt_len) {
   return plan.drop_end + plan.kept >= entry_prompt_len;
-}
-
-std::vector<int64_t> SnapshotPlan(int64_t prompt_len, int64_t n_reused, int64_t every, size_t max_count) {
-  std::vector<int64_t> out;
-  if (every > 0) {
-    for (int64_t p = (n_reused / every + 1) * every; p < prompt_len - 1; p += every) out.push_back(p);
-  }
-  if (prompt_len - 1 > n_reused) out.push_back(prompt_len - 1);
-  if (out.size() > max_count) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_count));
-  return out;
 }
 
 std::vector<uint64_t> PlanEviction(std::span<const EntryInfo> entries, const PoolLimits& limits,

@@ -78,7 +78,7 @@ struct LookupPlan {
   ReuseKind kind = ReuseKind::kNone;
   uint64_t entry_id = 0;  // the entry reused or copied (kind != kNone)
   int64_t n_reuse = 0;    // prompt tokens whose state is kept
-  int64_t lcp = 0;        // longest common prefix with the chosen entry
+  int64_t lcp = 0;        // longest common prefix with the chosen entry (kNone: with any entry)
   int64_t entry_len = 0;  // tokens the chosen entry held before the plan
   ShiftPlan shift;        // kShiftInPlace: the span to remove
   std::string why_none;   // for kNone: the reason, worded for the log (SPEC §8)
@@ -97,13 +97,6 @@ size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);
 // left to read, so that the reply has logits to start from.
 LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_t> prompt,
                       const LookupOptions& options);
-
-// Hybrid models: where to snapshot the recurrent state while a prompt of
-// `prompt_len` tokens is read from `n_reused` on — every `every` tokens and
-// one token before the end (a regenerated reply restarts there), the newest
-// `max_count` of those.
-std::vector<int64_t> SnapshotPlan(int64_t prompt_len, int64_t n_reused, int64_t every = 256,
-                                  size_t max_count = 8);
 
 struct PoolLimits {
   size_t max_entries = 4;

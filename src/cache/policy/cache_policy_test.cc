@@ -114,6 +114,7 @@ TEST(PlanLookupTest, RecurrentStateRestartsFromTheNewestSnapshotWithinTheSharedS
   p = PlanLookup(e, early, rec);
   EXPECT_EQ(p.kind, ReuseKind::kNone);
   EXPECT_EQ(p.why_none, "no snapshot of the hybrid model's state lies within the shared start");
+  EXPECT_EQ(p.lcp, 20);  // where it diverges, for the snapshot policy
   e[0].in_use = true;  // in use: the live end is off limits, snapshots can still be copied
   p = PlanLookup(e, longer, rec);
   EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
@@ -125,14 +126,6 @@ TEST(PlanLookupTest, RecurrentStateRestartsFromTheNewestSnapshotWithinTheSharedS
   p = PlanLookup(busy, longer, rec);
   EXPECT_EQ(p.kind, ReuseKind::kCopyPrefix);
   EXPECT_EQ(p.n_reuse, 64);
-}
-
-TEST(SnapshotPlanTest, EveryNTokensAndBeforeTheEndNewestKept) {
-  EXPECT_EQ(SnapshotPlan(600, 0, 256), (std::vector<int64_t>{256, 512, 599}));
-  EXPECT_EQ(SnapshotPlan(600, 300, 256), (std::vector<int64_t>{512, 599}));
-  EXPECT_EQ(SnapshotPlan(100, 0, 256), (std::vector<int64_t>{99}));
-  EXPECT_EQ(SnapshotPlan(100, 99, 256), (std::vector<int64_t>{}));
-  EXPECT_EQ(SnapshotPlan(3000, 0, 256, 3), (std::vector<int64_t>{2560, 2816, 2999}));
 }
 
 TEST(PlanShiftTest, FindsTheDroppedSpan) {

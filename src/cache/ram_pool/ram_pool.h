@@ -9,6 +9,8 @@
 //   Traits::Truncate(State&, int64_t n) -> Status
 //   Traits::RemoveSpan(State&, int64_t begin, int64_t end) -> Status  (context shift)
 //   Traits::CutPoints(const State&) -> std::vector<int64_t>  (snapshot positions; empty if none)
+//   Traits::NewestCut(const State&, int64_t n) -> int64_t  (the most tokens <= n it can be cut or
+//                                                          copied at now: n without snapshots)
 //   Traits::Fresh() -> std::unique_ptr<State>      (via the factory given at construction)
 //
 // Thread-safety: all methods are thread-safe. States are only touched by the
@@ -18,6 +20,14 @@
 // guarantee that (the engine runs every lease of a model on its compute loop).
 // Acquire, Peek and Recharge also read the states of entries in use (their
 // sizes, their snapshots): call them on that same thread.
+//
+// Plans are made from what the states are now: the cut points of every
+// entry are read from its state at each lookup (a state in use takes new
+// snapshots and drops old ones while its request runs, so a copy kept since
+// the last commit would be stale), and applying a plan cuts or copies at the
+// newest point the state really allows at or before the planned length. A
+// request never fails because of what another request did to an entry: at
+// worst it reuses less, or starts fresh.
 #pragma once
 
 #include <algorithm>
@@ -132,25 +142,36 @@ class RamPool {
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      RefreshInUseLocked();
-      std::vector<EntryInfo> infos = InfosLocked();
+      std::vector<std::vector<int64_t>> cuts;
+      std::vector<EntryInfo> infos = PlanInfosLocked(&cuts);
       LookupPlan plan = PlanLookup(infos, prompt, options_.lookup);
       ++counters_.lookups;
       Entry* target = nullptr;
       if (plan.kind == ReuseKind::kInPlace || plan.kind == ReuseKind::kTruncateInPlace) {
-        target = &entries_.at(plan.entry_id);
-        if (static_cast<int64_t>(target->tokens.size()) != plan.n_reuse) {
-          MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
-          target->tokens.resize(static_cast<size_t>(plan.n_reuse));
-          target->cut_points = Traits::CutPoints(*target->state);
-          target->prompt_len = std::min(target->prompt_len, plan.n_reuse);
+        Entry& entry = entries_.at(plan.entry_id);
+        if (static_cast<int64_t>(entry.tokens.size()) == plan.n_reuse) {
+          target = &entry;
+        } else {
+          const int64_t cut = Traits::NewestCut(*entry.state, plan.n_reuse);
+          Status st = cut > 0
+                          ? Traits::Truncate(*entry.state, cut)
+                          : Status::NotFound("no snapshot of it lies within the shared start now");
+          if (st.ok()) {
+            plan.n_reuse = cut;
+            entry.tokens.resize(static_cast<size_t>(cut));
+            entry.prompt_len = std::min(entry.prompt_len, cut);
+            target = &entry;
+          } else {
+            // The entry stays whole for its chat; this request starts fresh.
+            target =
+                &StartFreshLocked(&plan, "the cached chat could not be cut (" + st.message() + ")");
+          }
         }
       } else if (plan.kind == ReuseKind::kShiftInPlace) {
         target = &entries_.at(plan.entry_id);
         const ShiftPlan& sp = plan.shift;
         MX_RETURN_IF_ERROR(Traits::RemoveSpan(*target->state, sp.drop_begin, sp.drop_end));
         MX_RETURN_IF_ERROR(Traits::Truncate(*target->state, plan.n_reuse));
-        target->cut_points = Traits::CutPoints(*target->state);
         target->tokens.erase(target->tokens.begin() + sp.drop_begin, target->tokens.begin() + sp.drop_end);
         target->tokens.resize(static_cast<size_t>(plan.n_reuse));
         const int64_t removed = sp.drop_end - sp.drop_begin;
@@ -159,18 +180,22 @@ class RamPool {
         ++counters_.shifts;
       } else if (plan.kind == ReuseKind::kCopyPrefix) {
         const Entry& source = entries_.at(plan.entry_id);
-        auto copy = Traits::CopyPrefix(*source.state, plan.n_reuse);
+        // Copied at the newest point the source can be cut at now (never
+        // past the plan), so a source that changed since is no error.
+        const int64_t cut = Traits::NewestCut(*source.state, plan.n_reuse);
+        auto copy = cut > 0 ? Traits::CopyPrefix(*source.state, cut)
+                            : Result<std::unique_ptr<State>>(Status::NotFound(
+                                  "no snapshot of it lies within the shared start now"));
         if (copy.ok()) {
-          std::vector<int32_t> tokens(source.tokens.begin(), source.tokens.begin() + plan.n_reuse);
+          std::vector<int32_t> tokens(source.tokens.begin(), source.tokens.begin() + cut);
+          plan.n_reuse = cut;
           target = &NewEntryLocked(std::move(tokens), std::move(copy).value());
           ++counters_.copies;
         } else {
           // What another request did to that chat must never fail this
           // one: start fresh and say why.
-          const std::string why = "the shared start could not be copied (" + copy.status().message() + ")";
-          plan = LookupPlan();
-          plan.why_none = why;
-          target = &NewEntryLocked({}, fresh_());
+          target = &StartFreshLocked(
+              &plan, "the shared start could not be copied (" + copy.status().message() + ")");
         }
       } else {
         target = &NewEntryLocked({}, fresh_());
@@ -197,8 +222,8 @@ class RamPool {
   // REQUIRES (like Acquire): called on the thread that runs the leases.
   LookupPlan Peek(std::span<const int32_t> prompt) {
     std::lock_guard<std::mutex> lock(mu_);
-    RefreshInUseLocked();
-    std::vector<EntryInfo> infos = InfosLocked();
+    std::vector<std::vector<int64_t>> cuts;
+    std::vector<EntryInfo> infos = PlanInfosLocked(&cuts);
     return PlanLookup(infos, prompt, options_.lookup);
   }
 
@@ -295,7 +320,6 @@ class RamPool {
   struct Entry {
     uint64_t id = 0;
     std::vector<int32_t> tokens;
-    std::vector<int64_t> cut_points;  // Traits::CutPoints of the state, refreshed on every change
     int64_t prompt_len = 0;
     std::unique_ptr<State> state;
     size_t bytes = 0;
@@ -304,23 +328,39 @@ class RamPool {
     bool in_use = false;
   };
 
-  // Entries in use change while their request runs: a recurrent state takes
-  // snapshots as it reads its prompt and drops its oldest past the limit.
-  // Planning reads their cut points as they are now, never as they were at
-  // their last commit. REQUIRES: mu_ held, on the thread that runs the leases.
-  void RefreshInUseLocked() {
-    for (auto& [id, e] : entries_) {
-      if (e.in_use) e.cut_points = Traits::CutPoints(*e.state);
-    }
-  }
-
+  // What planning needs of every entry; eviction needs no cut points.
   std::vector<EntryInfo> InfosLocked() const {
     std::vector<EntryInfo> infos;
     infos.reserve(entries_.size());
     for (const auto& [id, e] : entries_) {
-      infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use, e.cut_points});
+      infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use, {}});
     }
     return infos;
+  }
+
+  // InfosLocked with each entry's cut points read from its state now
+  // (stored in *cuts, which the infos point into). REQUIRES: mu_ held, on
+  // the thread that runs the leases (entries in use are read).
+  std::vector<EntryInfo> PlanInfosLocked(std::vector<std::vector<int64_t>>* cuts) const {
+    std::vector<EntryInfo> infos = InfosLocked();
+    cuts->resize(infos.size());
+    size_t i = 0;
+    for (const auto& [id, e] : entries_) {
+      (*cuts)[i] = Traits::CutPoints(*e.state);
+      infos[i].cut_points = (*cuts)[i];
+      ++i;
+    }
+    return infos;
+  }
+
+  // A new empty entry for a request whose plan could not be applied; the
+  // plan becomes "none" with `why` (worded for the log), keeping its lcp.
+  Entry& StartFreshLocked(LookupPlan* plan, std::string why) {
+    const int64_t lcp = plan->lcp;
+    *plan = LookupPlan();
+    plan->lcp = lcp;
+    plan->why_none = std::move(why);
+    return NewEntryLocked({}, fresh_());
   }
 
   Entry& NewEntryLocked(std::vector<int32_t> tokens, std::unique_ptr<State> state) {
@@ -328,7 +368,6 @@ class RamPool {
     e.id = ++next_id_;
     e.tokens = std::move(tokens);
     e.bytes = Traits::Bytes(*state);
-    e.cut_points = Traits::CutPoints(*state);
     e.state = std::move(state);
     return entries_.emplace(e.id, std::move(e)).first->second;
   }
@@ -365,7 +404,6 @@ class RamPool {
       e.tokens = std::move(tokens);
       e.prompt_len = std::min<int64_t>(prompt_len, static_cast<int64_t>(e.tokens.size()));
       e.bytes = Traits::Bytes(*e.state);
-      e.cut_points = Traits::CutPoints(*e.state);
       e.in_use = false;
       Touch(e);
       evicted = EvictLocked(id);

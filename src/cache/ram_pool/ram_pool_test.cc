@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace mx::cache {
 namespace {
 
@@ -17,6 +20,7 @@ struct FakeTraits {
     return c;
   }
   static std::vector<int64_t> CutPoints(const FakeState&) { return {}; }
+  static int64_t NewestCut(const FakeState&, int64_t n) { return n; }
   static Status RemoveSpan(FakeState& s, int64_t begin, int64_t end) {
     s.content.erase(s.content.begin() + begin, s.content.begin() + end);
     return Status::Ok();
@@ -212,36 +216,66 @@ TEST_F(RamPoolTest, RechargeCountsGrowthOfEntriesInUse) {
   lease->Commit(Seq(200, 230), 5);
 }
 
-// A recurrent stand-in: it can be cut or copied only at its snapshots,
-// which change while a request uses it (new ones push the oldest out).
+// A recurrent stand-in: it can be cut or copied only at its end and at its
+// snapshots, which change while a request uses it (new ones push the oldest
+// out). `reported` (when set) is what it tells the planner instead: a list
+// that promises cuts the state no longer has, as a stale copy would.
 struct SnapState {
   std::vector<int32_t> content;
   std::vector<int64_t> snapshots;
+  std::optional<std::vector<int64_t>> reported;
+  bool CanCut(int64_t n) const {
+    return n == static_cast<int64_t>(content.size()) || n == 0 ||
+           std::find(snapshots.begin(), snapshots.end(), n) != snapshots.end();
+  }
 };
 struct SnapTraits {
   static size_t Bytes(const SnapState& s) { return s.content.size(); }
   static Result<std::unique_ptr<SnapState>> CopyPrefix(const SnapState& s, int64_t n) {
-    if (n != static_cast<int64_t>(s.content.size()) &&
-        std::find(s.snapshots.begin(), s.snapshots.end(), n) == s.snapshots.end()) {
-      return Status::InvalidArgument("no snapshot at " + std::to_string(n));
-    }
+    if (!s.CanCut(n)) return Status::InvalidArgument("no snapshot at " + std::to_string(n));
     auto c = std::make_unique<SnapState>();
     c->content.assign(s.content.begin(), s.content.begin() + n);
+    for (int64_t p : s.snapshots) {
+      if (p <= n) c->snapshots.push_back(p);
+    }
     return c;
   }
-  static std::vector<int64_t> CutPoints(const SnapState& s) { return s.snapshots; }
+  static std::vector<int64_t> CutPoints(const SnapState& s) {
+    return s.reported ? *s.reported : s.snapshots;
+  }
+  static int64_t NewestCut(const SnapState& s, int64_t n) {
+    if (n >= static_cast<int64_t>(s.content.size())) return static_cast<int64_t>(s.content.size());
+    int64_t cut = 0;
+    for (int64_t p : s.snapshots) {
+      if (p <= n) cut = std::max(cut, p);
+    }
+    return cut;
+  }
   static Status RemoveSpan(SnapState&, int64_t, int64_t) { return Status::NotSupported("recurrent"); }
   static Status Truncate(SnapState& s, int64_t n) {
+    if (!s.CanCut(n)) return Status::InvalidArgument("no snapshot at " + std::to_string(n));
     s.content.resize(static_cast<size_t>(n));
+    std::erase_if(s.snapshots, [n](int64_t p) { return p > n; });
     return Status::Ok();
   }
 };
+using SnapPool = RamPool<SnapState, SnapTraits>;
+
+SnapPool::Lease MustAcquire(SnapPool& pool, const std::vector<int32_t>& prompt) {
+  auto lease = pool.Acquire(prompt);
+  EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+  return lease.ok() ? std::move(lease).value() : SnapPool::Lease();
+}
+
+std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 // Chat X continues in place and its new snapshots push out the one chat Y
 // would copy: Y plans from X's snapshots as they are now (no cut within the
 // shared start: a fresh state), never fails because of what X did.
 TEST(RamPoolRecurrentTest, PlansFromTheSnapshotsAnEntryInUseHasNow) {
-  using SnapPool = RamPool<SnapState, SnapTraits>;
   RamPoolOptions o;
   o.limits = {4, 1 << 20};
   o.lookup.recurrent = true;
@@ -273,6 +307,90 @@ TEST(RamPoolRecurrentTest, PlansFromTheSnapshotsAnEntryInUseHasNow) {
   ASSERT_TRUE(lz.ok());
   EXPECT_EQ(lz->n_reused(), 32);
   EXPECT_EQ(lz->state().content, Seq(0, 32));
+}
+
+class RamPoolApplyTest : public ::testing::Test {
+ protected:
+  RamPoolApplyTest()
+      : pool_(
+            Options(), [] { return std::make_unique<SnapState>(); }, [this] { return ++now_; }) {}
+  static RamPoolOptions Options() {
+    RamPoolOptions o;
+    o.limits = {4, 1 << 20};
+    o.lookup.recurrent = true;
+    return o;
+  }
+  // A finished chat of 40 prompt tokens and a 10-token reply, with
+  // snapshots at `snapshots`, whose state then reports `reported` instead.
+  void Chat(std::vector<int64_t> snapshots, std::vector<int64_t> reported) {
+    SnapPool::Lease l = MustAcquire(pool_, chat_prompt_);
+    l.state().content = chat_;
+    l.state().snapshots = std::move(snapshots);
+    l.state().reported = std::move(reported);
+    state_ = &l.state();
+    l.Commit(chat_, 40);
+  }
+  uint64_t now_ = 0;
+  SnapPool pool_;
+  std::vector<int32_t> chat_prompt_ = Seq(0, 40);
+  std::vector<int32_t> chat_ = Seq(0, 50);
+  SnapState* state_ = nullptr;
+};
+
+// The plan is checked against the state when it is applied: a copy of a
+// shared start whose planned snapshot is not really there is made at the
+// newest cut the state has at or before it, never refused.
+TEST_F(RamPoolApplyTest, CopyFallsBackToTheNewestRealCut) {
+  Chat({8, 16}, {8, 16, 32});
+  const std::vector<int32_t> other = Concat(Seq(0, 35), {-1, -2});  // shares 35 tokens
+  EXPECT_EQ(pool_.Peek(other).n_reuse, 32);  // the plan, from what the state reports
+  SnapPool::Lease l = MustAcquire(pool_, other);
+  EXPECT_EQ(l.plan().kind, ReuseKind::kCopyPrefix);
+  EXPECT_EQ(l.n_reused(), 16);
+  EXPECT_EQ(l.state().content, Seq(0, 16));
+  EXPECT_EQ(state_->content, chat_);  // the original stays whole
+  l.Commit(other, 37);
+}
+
+// No real cut within the shared start: the request starts fresh (and says
+// why), and the entry it planned to copy stays whole.
+TEST_F(RamPoolApplyTest, CopyWithoutARealCutStartsFresh) {
+  Chat({}, {32});
+  SnapPool::Lease l = MustAcquire(pool_, Concat(Seq(0, 35), {-1}));
+  EXPECT_EQ(l.plan().kind, ReuseKind::kNone);
+  EXPECT_EQ(l.n_reused(), 0);
+  EXPECT_TRUE(l.state().content.empty());
+  EXPECT_NE(l.plan().why_none.find("the shared start could not be copied"), std::string::npos)
+      << l.plan().why_none;
+  EXPECT_EQ(state_->content, chat_);
+  l.Commit({-1}, 1);
+}
+
+// A regenerated reply cuts the chat in place at the newest real cut at or
+// before the planned one.
+TEST_F(RamPoolApplyTest, TruncateInPlaceFallsBackToTheNewestRealCut) {
+  Chat({16}, {16, 39});
+  EXPECT_EQ(pool_.Peek(chat_prompt_).n_reuse, 39);
+  SnapPool::Lease l = MustAcquire(pool_, chat_prompt_);
+  EXPECT_EQ(l.plan().kind, ReuseKind::kTruncateInPlace);
+  EXPECT_EQ(l.n_reused(), 16);
+  EXPECT_EQ(&l.state(), state_);  // the same entry, cut
+  EXPECT_EQ(l.state().content, Seq(0, 16));
+  l.Commit(chat_prompt_, 40);
+}
+
+// ... and when the state has none, the chat's entry is left whole and the
+// request starts fresh instead of failing.
+TEST_F(RamPoolApplyTest, TruncateInPlaceWithoutARealCutStartsFresh) {
+  Chat({}, {39});
+  SnapPool::Lease l = MustAcquire(pool_, chat_prompt_);
+  EXPECT_EQ(l.plan().kind, ReuseKind::kNone);
+  EXPECT_NE(&l.state(), state_);
+  EXPECT_NE(l.plan().why_none.find("the cached chat could not be cut"), std::string::npos)
+      << l.plan().why_none;
+  EXPECT_EQ(state_->content, chat_);
+  l.Commit(chat_prompt_, 40);
+  EXPECT_EQ(pool_.Stats().size(), 2u);
 }
 
 }  // namespace
