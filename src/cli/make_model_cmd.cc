@@ -52,6 +52,7 @@ const std::vector<FlagSpec> kFlags = {
     {"untied", "", "separate output head", true},
     {"seed", "1", "weight seed"},
     {"name", "", "general.name (default: the preset)"},
+    {"chat-template", "", "file whose text becomes tokenizer.chat_template (default: ChatML)"},
     {"quiet", "", "no progress output", true},
 };
 
@@ -139,6 +140,12 @@ Status Run(const Flags& f) {
   MX_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0, INT64_MAX));
   spec.seed = static_cast<uint64_t>(seed);
   if (f.Has("name")) spec.name = f.Get("name");
+  if (f.Has("chat-template")) {
+    auto text = Env::Default()->ReadFile(f.Get("chat-template"));
+    if (!text.ok()) return text.status().WithContext("--chat-template");
+    if (text->empty()) return Status::InvalidArgument("--chat-template " + f.Get("chat-template") + " is empty");
+    spec.chat_template = std::move(text).value();
+  }
 
   Progress progress("writing " + f.Get("out"), !f.GetBool("quiet"));
   MX_RETURN_IF_ERROR(models::WriteSyntheticModel(

@@ -43,7 +43,9 @@ Result<std::vector<int32_t>> LoadedModel::EncodeChat(
 }
 
 std::vector<int64_t> LoadedModel::MessageStarts(std::span<const int32_t> prompt,
-                                                bool generation_prompt) const {
+                                                bool generation_prompt,
+                                                int64_t* reply_start) const {
+  if (reply_start != nullptr) *reply_start = 0;
   const templates::MessageMarkers markers = templates::MessageStartMarkers(family);
   std::vector<int32_t> ids;
   for (const std::string& text : markers.texts) {
@@ -56,7 +58,10 @@ std::vector<int64_t> LoadedModel::MessageStarts(std::span<const int32_t> prompt,
     if (std::find(ids.begin(), ids.end(), prompt[i]) != ids.end())
       out.push_back(static_cast<int64_t>(i));
   }
-  if (generation_prompt && markers.in_generation_prompt && !out.empty()) out.pop_back();
+  if (generation_prompt && markers.in_generation_prompt && !out.empty()) {
+    if (reply_start != nullptr) *reply_start = out.back();
+    out.pop_back();
+  }
   return out;
 }
 

@@ -40,12 +40,14 @@ struct LoadedModel {
   // Where the messages of a prompt made by EncodeChat begin (token
   // positions, ascending): the positions of the family's message markers
   // (templates::MessageStartMarkers), without the generation prompt's own
-  // when `generation_prompt`. Empty when the vocabulary has no single token
+  // when `generation_prompt` (its position goes to *reply_start when given,
+  // 0 when the family's generation prompt has no marker). Empty when the vocabulary has no single token
   // for the markers. A marker typed inside a message counts as a start too;
   // the positions only guide where hybrid models keep snapshots, never what
   // a reply is.
   std::vector<int64_t> MessageStarts(std::span<const int32_t> prompt,
-                                     bool generation_prompt = true) const;
+                                     bool generation_prompt = true,
+                                     int64_t* reply_start = nullptr) const;
 };
 
 }  // namespace mx::engine

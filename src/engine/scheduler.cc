@@ -178,6 +178,7 @@ Status Scheduler::StartSlot(Slot& s) {
     sr.prompt_len = static_cast<int64_t>(s.request.prompt.size());
     sr.n_reused = s.cached;
     sr.message_starts = s.request.message_starts;
+    sr.reply_start = s.request.reply_start;
     sr.diverged_at = s.ticket.diverged_at();
     s.snapshots =
         PlanStateSnapshots(*s.seq, sr, SnapshotLimitsFor(options_.cache, *runner_->layout()));

@@ -100,6 +100,9 @@ struct GenRequest {
   // empty when unknown, e.g. text completions): hybrid models keep
   // recurrent snapshots at these boundaries.
   std::vector<int64_t> message_starts;
+  // Where the reply's own message begins (the generation prompt's marker);
+  // 0 when unknown. Hybrid models keep a snapshot there too.
+  int64_t reply_start = 0;
   bool ignore_eos = false;   // end-of-generation tokens are never sampled (benchmarks)
 };
 

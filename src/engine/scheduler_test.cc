@@ -260,8 +260,17 @@ TEST(LoadedModelTest, MessageStartsAreWhereEachMessageBegins) {
                                                     {"user", "more", {}}};
   auto prompt = (*lm)->EncodeChat(chat, {});
   ASSERT_TRUE(prompt.ok());
-  const std::vector<int64_t> starts = (*lm)->MessageStarts(*prompt);
+  int64_t reply_start = -1;
+  const std::vector<int64_t> starts = (*lm)->MessageStarts(*prompt, true, &reply_start);
   ASSERT_EQ(starts.size(), chat.size());
+  {
+    // The reply's message begins where the history of the whole chat ends.
+    templates::RenderOptions history;
+    history.add_generation_prompt = false;
+    auto all = (*lm)->EncodeChat(chat, history);
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(reply_start, static_cast<int64_t>(all->size()));
+  }
   EXPECT_EQ(starts[0], 0);
   for (size_t k = 1; k < chat.size(); ++k) {
     std::vector<templates::ChatMessage> before(chat.begin(),

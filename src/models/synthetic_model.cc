@@ -646,7 +646,7 @@ void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
   w->SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
   w->SetBool("tokenizer.ggml.add_bos_token", false);
   if (s.arch == "qwen35") w->SetBool("tokenizer.ggml.add_eos_token", false);  // as ref/tiny-qwen35
-  w->SetString("tokenizer.chat_template", kChatmlTemplate);
+  w->SetString("tokenizer.chat_template", s.chat_template.empty() ? kChatmlTemplate : s.chat_template);
 }
 
 // One row of `p`'s values, drawn from `rng`.

@@ -45,6 +45,8 @@ struct SyntheticSpec {
   bool tied_embeddings = false;
   float rope_theta = 0;  // 0: 1e4 for llama, 1e7 for qwen35, 1e6 for the others
   uint64_t seed = 1;
+  // tokenizer.chat_template (Jinja text); empty: kChatmlTemplate.
+  std::string chat_template;
   // nemotron_h (hybrid): the layer kinds, repeated to n_layer: 'M' Mamba2,
   // '*' attention (no RoPE), '-' MLP (up, ReLU^2, down). The Mamba2 layers
   // have d_inner = 2 * n_embd split in heads of ssm_head_dim, ssm_groups

@@ -266,7 +266,7 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   r->include_usage = cr->gen.include_usage;
   engine::GenRequest gr = BaseRequest(cr->gen);
   gr.prompt = std::move(prompt).value();
-  gr.message_starts = (*model)->model->MessageStarts(gr.prompt);
+  gr.message_starts = (*model)->model->MessageStarts(gr.prompt, /*generation_prompt=*/true, &gr.reply_start);
   gr.logprobs = cr->logprobs;
   gr.top_logprobs = cr->top_logprobs;
   Generate(ctx, r, std::move(gr), cr->gen.stream, req, res);

@@ -120,7 +120,9 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   MX_ASSIGN_OR_RETURN(served->scheduler, engine::Scheduler::Create(*served->model, so, env_));
   MX_LOG(kInfo) << "loaded model " << name << " from " << path << " in "
                 << (env_->NowMicros() - t0) / 1000 << " ms (context " << served->scheduler->n_ctx()
-                << ", " << so.n_parallel << " parallel)";
+                << ", " << so.n_parallel << " parallel, " << models::ArchName(served->model->model->config().arch)
+                << ", chat template family " << templates::FamilyName(served->model->family)
+                << (served->model->family_detected ? "" : " (fallback)") << ")";
   std::lock_guard<std::mutex> lock(mu_);
   loaded_[name] = Entry{served, env_->NowMicros()};
   return served;

@@ -221,5 +221,47 @@ TEST_F(Qwen35ServerTest, ConcurrentChatsSharingAStartNeverChangeAReply) {
   EXPECT_GT(compared, 5 * 3 * 3);
 }
 
+// Qwen 3.5's own template (as real files carry it) opens a think block in
+// the generation prompt and drops it from past replies, so each next turn
+// leaves the cached chat right after "<|im_start|>assistant\n": the snapshot
+// at the reply's start keeps all of the earlier turns (a few tokens re-read),
+// and the replies equal re-reads.
+TEST_F(Qwen35ServerTest, OfficialTemplateChatsKeepEarlierTurns) {
+  fs::remove(dir_ + "/models/tiny.gguf");
+  const std::string cmd = BinaryPath() + " make-model --preset tiny-qwen35 --chat-template " +
+                          std::string(MATRICXON_REF_DIR) +
+                          "/../templates/jinja/Qwen3.5-4B.jinja --quiet --out " + dir_ +
+                          "/models/tiny.gguf";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Start({"--persist-prompt-cache", "false"});
+  std::vector<Msg> chat = {{"system", "You are a helpful assistant."},
+                           {"user", "What is a prompt cache?"}};
+  // The generation prompt, which the template rewrites in the next turn.
+  Reply gen = Post(port(), "/tokenize",
+                   Json{{"model", "tiny"},
+                        {"content", "<|im_start|>assistant\n<think>\n"},
+                        {"add_special", false}}
+                       .dump());
+  ASSERT_EQ(gen.status, 200) << gen.raw;
+  const auto gen_len = static_cast<int64_t>(gen.body["tokens"].size());
+  ASSERT_GT(gen_len, 3);
+  int64_t last_prompt = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    SCOPED_TRACE("turn " + std::to_string(turn + 1));
+    const TokenReply cached = Greedy(port(), chat, 12);
+    const TokenReply fresh = Greedy(port(), chat, 12, /*cache=*/false);
+    ASSERT_EQ(cached.status, 200) << cached.raw;
+    EXPECT_EQ(cached.pieces, fresh.pieces);
+    EXPECT_EQ(cached.logprobs, fresh.logprobs);
+    // Everything before the previous generation prompt came from the cache
+    // (the snapshot at the reply's start).
+    if (turn > 0) EXPECT_EQ(cached.cached, last_prompt - gen_len) << Log();
+    last_prompt = cached.prompt_tokens;
+    chat.push_back({"assistant", cached.text});
+    chat.push_back({"user", "And then what happens in turn " + std::to_string(turn + 2) + "?"});
+  }
+  EXPECT_NE(Log().find("family qwen3.5"), std::string::npos) << Log();
+}
+
 }  // namespace
 }  // namespace mx::testing

@@ -14,6 +14,7 @@ SnapshotKind ClassifySnapshot(int64_t pos, const SnapshotRequest& r) {
   // Position 0 needs no snapshot (an empty state), so it is never a boundary.
   const bool message = pos > 0 && std::binary_search(m.begin(), m.end(), pos);
   if (pos == r.prompt_len - 1) return SnapshotKind::kBeforeEnd;
+  if (r.reply_start > 0 && pos == r.reply_start) return SnapshotKind::kReplyStart;
   if (message && pos == m.back()) return SnapshotKind::kLastMessage;
   if (r.diverged_at > 0 && pos == r.diverged_at) return SnapshotKind::kDivergence;
   if (message && m.size() > 1 && pos == m[1]) return SnapshotKind::kFirstMessage;
@@ -31,6 +32,7 @@ SnapshotChoice PlanSnapshots(const SnapshotRequest& r, const SnapshotLimits& lim
     if (unread(p)) all.push_back(p);
   }
   if (unread(r.diverged_at)) all.push_back(r.diverged_at);
+  if (unread(r.reply_start)) all.push_back(r.reply_start);
   if (limits.every > 0) {
     for (int64_t p = (r.n_reused / limits.every + 1) * limits.every; p < r.prompt_len - 1;
          p += limits.every) {

@@ -9,13 +9,16 @@
 // the formula), so a state keeps only a few, chosen for where prompts
 // diverge:
 //   1. one token before the prompt's end (a regenerated reply restarts there);
-//   2. the start of the prompt's last message (an edited last message);
-//   3. where this prompt left the cached chat it came from (the next edit or
+//   2. where the reply's own message begins (the generation prompt's marker):
+//      a template that rewrites past replies (Qwen 3.5 drops their think
+//      blocks) makes the next turn leave the chat right after it;
+//   3. the start of the prompt's last message (an edited last message);
+//   4. where this prompt left the cached chat it came from (the next edit or
 //      regeneration at the same place, and the other branch of the chat);
-//   4. the end of the first message (the system prompt or notes that other
+//   5. the end of the first message (the system prompt or notes that other
 //      chats share);
-//   5. the other message starts, newest first;
-//   6. every `every` tokens (and any other position), newest first.
+//   6. the other message starts, newest first;
+//   7. every `every` tokens (and any other position), newest first.
 // When a state would hold more than its limit (a count, and a byte budget
 // per state), the least useful go first in that order: message boundaries
 // outlive periodic snapshots, whatever their age. Snapshots a state already
@@ -38,6 +41,9 @@ struct SnapshotRequest {
   // Where the prompt's messages begin (token positions, ascending), when the
   // request came from a chat; empty when unknown.
   std::span<const int64_t> message_starts = {};
+  // Where the reply's own message begins (the generation prompt's marker,
+  // after the last message start); 0 when the prompt has none or unknown.
+  int64_t reply_start = 0;
   // Where the prompt left the cached chat it continues (the longest common
   // prefix with it); 0 when none or unknown.
   int64_t diverged_at = 0;
@@ -56,11 +62,12 @@ struct SnapshotLimits {
 // Why a position is worth a snapshot; lower values are more useful.
 enum class SnapshotKind {
   kBeforeEnd = 0,
-  kLastMessage = 1,
-  kDivergence = 2,
-  kFirstMessage = 3,
-  kMessage = 4,
-  kPeriodic = 5,  // every N tokens, or a position nothing above explains
+  kReplyStart = 1,
+  kLastMessage = 2,
+  kDivergence = 3,
+  kFirstMessage = 4,
+  kMessage = 5,
+  kPeriodic = 6,  // every N tokens, or a position nothing above explains
 };
 
 // The most useful kind `pos` has for this request.

@@ -48,6 +48,18 @@ TEST(ClassifySnapshotTest, KindsInOrderOfUse) {
   EXPECT_EQ(ClassifySnapshot(0, r), SnapshotKind::kPeriodic);  // never a boundary
 }
 
+// Qwen 3.5's template drops a reply's think block from the history, so the
+// next turn leaves the chat right after the generation prompt's marker: that
+// position outranks every message start, and is kept even when only two
+// snapshots fit.
+TEST(PlanSnapshotsTest, ReplyStartIsKeptRightAfterBeforeTheEnd) {
+  const Positions starts = {0, 30, 52};
+  SnapshotRequest r{.prompt_len = 60, .n_reused = 0, .message_starts = starts, .reply_start = 55};
+  EXPECT_EQ(ClassifySnapshot(55, r), SnapshotKind::kReplyStart);
+  EXPECT_EQ(PlanSnapshots(r, Limits(2)).take, (Positions{55, 59}));
+  EXPECT_EQ(PlanSnapshots(r, Limits(3)).take, (Positions{52, 55, 59}));
+}
+
 // Without messages (text completions) the rule is every N tokens and one
 // before the end, the newest kept.
 TEST(PlanSnapshotsTest, WithoutMessagesEveryNAndBeforeTheEndNewestKept) {
