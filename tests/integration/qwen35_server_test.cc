@@ -255,7 +255,9 @@ TEST_F(Qwen35ServerTest, OfficialTemplateChatsKeepEarlierTurns) {
     EXPECT_EQ(cached.logprobs, fresh.logprobs);
     // Everything before the previous generation prompt came from the cache
     // (the snapshot at the reply's start).
-    if (turn > 0) EXPECT_EQ(cached.cached, last_prompt - gen_len) << Log();
+    if (turn > 0) {
+      EXPECT_EQ(cached.cached, last_prompt - gen_len) << Log();
+    }
     last_prompt = cached.prompt_tokens;
     chat.push_back({"assistant", cached.text});
     chat.push_back({"user", "And then what happens in turn " + std::to_string(turn + 2) + "?"});
