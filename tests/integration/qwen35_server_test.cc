@@ -221,6 +221,37 @@ TEST_F(Qwen35ServerTest, ConcurrentChatsSharingAStartNeverChangeAReply) {
   EXPECT_GT(compared, 5 * 3 * 3);
 }
 
+// A client that trims the oldest exchange (its window is full): a recurrent
+// state cannot drop a span, so instead of a context shift the chat restarts
+// from the newest snapshot the trimmed prompt still shares — the end of the
+// system prompt — and the reply equals a re-read.
+TEST_F(Qwen35ServerTest, TrimmedChatFallsBackToTheSnapshotAfterTheSystemPrompt) {
+  Start({"--persist-prompt-cache", "false"});
+  const std::string system = Ref()["conversation"]["system"].get<std::string>();
+  std::vector<Msg> chat = {{"system", system}};
+  for (const char* q : {"What does the licence require?", "And for private use?", "Why so?"}) {
+    chat.push_back({"user", q});
+    const TokenReply r = Greedy(port(), chat, 6);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    chat.push_back({"assistant", r.text});
+  }
+  chat.push_back({"user", "Sum it up."});
+  // The system prompt alone, as the history the template renders for it.
+  Reply head = Post(port(), "/tokenize",
+                    Json{{"model", "tiny"},
+                         {"content", "<|im_start|>system\n" + system + "<|im_end|>\n"},
+                         {"add_special", false}}
+                        .dump());
+  ASSERT_EQ(head.status, 200) << head.raw;
+  chat.erase(chat.begin() + 1, chat.begin() + 3);  // the oldest question and its reply
+  const TokenReply trimmed = Greedy(port(), chat, 6);
+  const TokenReply fresh = Greedy(port(), chat, 6, /*cache=*/false);
+  ASSERT_EQ(trimmed.status, 200) << trimmed.raw;
+  EXPECT_EQ(trimmed.cached, static_cast<int64_t>(head.body["tokens"].size())) << Log();
+  EXPECT_EQ(trimmed.pieces, fresh.pieces);
+  EXPECT_EQ(trimmed.logprobs, fresh.logprobs);
+}
+
 // Qwen 3.5's own template (as real files carry it) opens a think block in
 // the generation prompt and drops it from past replies, so each next turn
 // leaves the cached chat right after "<|im_start|>assistant\n": the snapshot
