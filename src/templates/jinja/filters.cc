@@ -1,0 +1,829 @@
+// jinja2's built-in filters (filters.py) plus transformers' tojson, with the
+// same argument names and defaults.
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "templates/jinja/ast.h"
+#include "templates/jinja/json.h"
+#include "templates/jinja/ops.h"
+#include "templates/jinja/pystr.h"
+
+namespace mx::jinja {
+namespace {
+
+using Args = std::vector<std::optional<Value>>;
+
+bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
+int64_t IntOf(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int(); }
+
+Value StrLike(const Value& like, std::string s) {
+  return like.is_markup() ? Value::Markup(std::move(s)) : Value::String(std::move(s));
+}
+
+// jinja2's soft_str: str(value), keeping Markup.
+Value SoftStr(const Value& v) { return v.is_string() ? v : Value::String(v.Str()); }
+
+Result<int64_t> IntParam(std::string_view filter, const std::optional<Value>& v, int64_t dflt) {
+  if (!v || v->is_none()) return dflt;
+  if (IsIntLike(*v)) return IntOf(*v);
+  return TypeError(std::string(filter) + ": expected an integer, got " +
+                   std::string(v->TypeName()));
+}
+
+bool BoolParam(const std::optional<Value>& v, bool dflt) { return v ? v->Truthy() : dflt; }
+
+// make_attrgetter: "a.b.0" looked up item by item (integer parts as ints).
+Result<Value> GetPath(const Value& item, const Value& attribute) {
+  if (!attribute.is_string()) return GetItem(item, attribute);
+  Value cur = item;
+  std::string_view path = attribute.as_string();
+  while (true) {
+    const size_t dot = path.find('.');
+    std::string_view part = path.substr(0, dot);
+    const bool digits =
+        !part.empty() && part.size() < 18 &&
+        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    MX_ASSIGN_OR_RETURN(cur, GetItem(cur, digits ? Value::Int(std::stoll(std::string(part)))
+                                                 : Value::String(std::string(part))));
+    if (dot == std::string_view::npos) return cur;
+    path.remove_prefix(dot + 1);
+  }
+}
+
+Value IgnoreCase(const Value& v) {
+  return v.is_string() ? Value::String(py::Lower(v.as_string())) : v;
+}
+
+// Sort keys: Python's sorted() with a key function, stable; TypeError on
+// unorderable keys (reported after sorting stops at the first one).
+Status SortByKeys(std::vector<std::pair<Value, Value>>& keyed, bool reverse) {
+  Status error;
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    if (!error.ok()) return false;
+    Result<bool> lt = reverse ? Less(b.first, a.first) : Less(a.first, b.first);
+    if (!lt.ok()) {
+      error = lt.status();
+      return false;
+    }
+    return *lt;
+  });
+  return error;
+}
+
+// ---- string filters ------------------------------------------------------------
+
+Result<Value> FTrim(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("trim", args, {"chars"}));
+  CallArgs strip_args;
+  if (a[0]) strip_args.positional.push_back(*a[0]);
+  return CallMethod(rt, SoftStr(in), "strip", strip_args);
+}
+
+Result<Value> FUpper(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("upper", args, {}).status());
+  const Value s = SoftStr(in);
+  return StrLike(s, py::Upper(s.as_string()));
+}
+
+Result<Value> FLower(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("lower", args, {}).status());
+  const Value s = SoftStr(in);
+  return StrLike(s, py::Lower(s.as_string()));
+}
+
+Result<Value> FCapitalize(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("capitalize", args, {}).status());
+  const Value s = SoftStr(in);
+  return StrLike(s, py::Capitalize(s.as_string()));
+}
+
+// jinja2's title: words start after runs of whitespace, '-', '(', '{', '[', '<'.
+Result<Value> FTitle(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("title", args, {}).status());
+  const Value s = SoftStr(in);
+  std::string out;
+  bool word_start = true;
+  for (char32_t c : py::Decode(s.as_string())) {
+    const bool sep = py::IsSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (sep) {
+      py::AppendUtf8(out, c);
+      word_start = true;
+    } else if (word_start) {
+      out += py::Upper(py::Encode(std::u32string(1, c)));
+      word_start = false;
+    } else {
+      py::AppendUtf8(out, py::ToLower(c));
+    }
+  }
+  return StrLike(s, std::move(out));
+}
+
+Result<Value> FReplace(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("replace", args, {"old", "new", "count"}, 2));
+  CallArgs r;
+  r.positional = {SoftStr(*a[0]), SoftStr(*a[1])};
+  if (a[2] && !a[2]->is_none()) r.positional.push_back(*a[2]);
+  MX_ASSIGN_OR_RETURN(Value out, CallMethod(rt, Value::String(in.Str()), "replace", r));
+  return out;
+}
+
+Result<Value> FString(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("string", args, {}).status());
+  return SoftStr(in);
+}
+
+Result<Value> FSafe(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("safe", args, {}).status());
+  return Value::Markup(in.Str());
+}
+
+Result<Value> FEscape(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("escape", args, {}).status());
+  if (in.is_markup()) return in;
+  return Value::Markup(EscapeHtml(in.Str()));
+}
+
+Result<Value> FForceEscape(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("forceescape", args, {}).status());
+  return Value::Markup(EscapeHtml(in.Str()));
+}
+
+Result<Value> FIndent(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("indent", args, {"width", "first", "blank"}));
+  std::string indention = "    ";
+  if (a[0] && a[0]->is_string()) {
+    indention = a[0]->as_string();
+  } else if (a[0]) {
+    MX_ASSIGN_OR_RETURN(int64_t w, IntParam("indent", a[0], 4));
+    MX_RETURN_IF_ERROR(rt.CheckString(static_cast<size_t>(std::max<int64_t>(w, 0))));
+    indention = std::string(static_cast<size_t>(std::max<int64_t>(w, 0)), ' ');
+  }
+  const bool first = BoolParam(a[1], false), blank = BoolParam(a[2], false);
+  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(
+      Value lines_v, CallMethod(rt, Value::String(s.as_string() + "\n"), "splitlines", CallArgs{}));
+  const ValueList& lines = lines_v.as_list();
+  std::string rv;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i].as_string();
+    if (i > 0) {
+      rv += "\n";
+      if (blank || !line.empty()) rv += indention;
+    }
+    rv += line;
+    MX_RETURN_IF_ERROR(rt.CheckString(rv.size()));
+  }
+  if (first) rv = indention + rv;
+  return StrLike(s, std::move(rv));
+}
+
+Result<Value> FCenter(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("center", args, {"width"}));
+  CallArgs c;
+  c.positional.push_back(a[0] ? *a[0] : Value::Int(80));
+  return CallMethod(rt, SoftStr(in), "center", c);
+}
+
+Result<Value> FTruncate(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("truncate", args, {"length", "killwords", "end", "leeway"}));
+  MX_ASSIGN_OR_RETURN(int64_t length, IntParam("truncate", a[0], 255));
+  const bool killwords = BoolParam(a[1], false);
+  const std::string end = a[2] ? a[2]->Str() : "...";
+  MX_ASSIGN_OR_RETURN(int64_t leeway, IntParam("truncate", a[3], 5));
+  const std::u32string cps = py::Decode(in.Str());
+  const auto end_len = static_cast<int64_t>(py::CodePointCount(end));
+  if (length < end_len) {
+    return Status::InvalidArgument("expected length >= " + std::to_string(end_len) + ", got " +
+                                   std::to_string(length));
+  }
+  if (leeway < 0) return Status::InvalidArgument("expected leeway >= 0");
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::String(in.Str());
+  std::u32string head = cps.substr(0, static_cast<size_t>(length - end_len));
+  if (!killwords) {
+    const size_t sp = head.rfind(U' ');
+    if (sp != std::u32string::npos) head = head.substr(0, sp);
+  }
+  return Value::String(py::Encode(head) + end);
+}
+
+Result<Value> FWordcount(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("wordcount", args, {}).status());
+  int64_t n = 0;
+  bool in_word = false;
+  for (char32_t c : py::Decode(in.Str())) {
+    const bool w = py::IsAlpha(c) || py::IsDigit(c) || c == '_';
+    if (w && !in_word) ++n;
+    in_word = w;
+  }
+  return Value::Int(n);
+}
+
+Result<Value> FFormat(Runtime& rt, const Value& in, const CallArgs& args) {
+  if (!args.positional.empty() && !args.keywords.empty()) {
+    return Status::InvalidArgument(
+        "can't handle positional and keyword arguments at the same time");
+  }
+  Value fmt_args;
+  if (!args.keywords.empty()) {
+    Dict d;
+    for (const auto& [k, v] : args.keywords) d.Set(Value::String(k), v);
+    fmt_args = Value::FromDict(std::move(d));
+  } else {
+    fmt_args = Value::Tuple(args.positional);
+  }
+  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(std::string out, PercentFormat(rt, s.as_string(), fmt_args));
+  return StrLike(s, std::move(out));
+}
+
+// ---- number filters -----------------------------------------------------------
+
+Result<Value> FInt(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("int", args, {"default", "base"}));
+  const Value dflt = a[0] ? *a[0] : Value::Int(0);
+  MX_ASSIGN_OR_RETURN(int64_t base, IntParam("int", a[1], 10));
+  if (IsIntLike(in)) return Value::Int(IntOf(in));
+  if (in.is_float()) {
+    const double d = in.as_float();
+    if (std::isnan(d) || std::isinf(d) || std::fabs(d) > 9.2e18) return dflt;
+    return Value::Int(static_cast<int64_t>(d));
+  }
+  if (!in.is_string()) return dflt;
+  std::string s = in.as_string();
+  // Python's int(str, base): surrounding whitespace and '_' between digits allowed.
+  const auto b = s.find_first_not_of(" \t\n\r\f\v");
+  const auto e = s.find_last_not_of(" \t\n\r\f\v");
+  s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+  std::string digits;
+  for (char c : s) {
+    if (c != '_') digits.push_back(c);
+  }
+  if (base >= 2 && base <= 36 && !digits.empty()) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(digits.c_str(), &end, static_cast<int>(base));
+    if (errno == 0 && end && *end == '\0') return Value::Int(v);
+  }
+  // "42.23"|int gives 42 (jinja2 falls back to int(float(value))).
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (!s.empty() && end && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9.2e18) {
+    return Value::Int(static_cast<int64_t>(d));
+  }
+  return dflt;
+}
+
+Result<Value> FFloat(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("float", args, {"default"}));
+  const Value dflt = a[0] ? *a[0] : Value::Float(0.0);
+  if (in.is_number()) return Value::Float(in.as_number());
+  if (!in.is_string()) return dflt;
+  const std::string& s = in.as_string();
+  const auto b = s.find_first_not_of(" \t\n\r\f\v");
+  if (b == std::string::npos) return dflt;
+  const auto e = s.find_last_not_of(" \t\n\r\f\v");
+  const std::string t = s.substr(b, e - b + 1);
+  std::string lower = py::Lower(t);
+  if (lower == "inf" || lower == "+inf" || lower == "infinity" || lower == "+infinity") {
+    return Value::Float(HUGE_VAL);
+  }
+  if (lower == "-inf" || lower == "-infinity") return Value::Float(-HUGE_VAL);
+  if (lower == "nan" || lower == "+nan" || lower == "-nan") return Value::Float(std::nan(""));
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  if (end && *end == '\0' && lower.find_first_of("xp") == std::string::npos) return Value::Float(d);
+  return dflt;
+}
+
+Result<Value> FAbs(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("abs", args, {}).status());
+  if (in.is_float()) return Value::Float(std::fabs(in.as_float()));
+  if (IsIntLike(in)) {
+    if (IntOf(in) == INT64_MIN) return Status::NotSupported("integer overflow");
+    return Value::Int(std::llabs(IntOf(in)));
+  }
+  if (in.is_undefined()) return UndefinedError(in);
+  return TypeError("bad operand type for abs(): '" + std::string(in.TypeName()) + "'");
+}
+
+Result<Value> FRound(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("round", args, {"precision", "method"}));
+  MX_ASSIGN_OR_RETURN(int64_t precision, IntParam("round", a[0], 0));
+  const std::string method = a[1] ? a[1]->Str() : "common";
+  if (method != "common" && method != "ceil" && method != "floor") {
+    return Status::InvalidArgument("method must be common, ceil or floor");
+  }
+  if (in.is_undefined()) return UndefinedError(in);
+  if (!in.is_number()) {
+    return TypeError("type " + std::string(in.TypeName()) + " doesn't define __round__ method");
+  }
+  precision = std::clamp<int64_t>(precision, -308, 308);
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  const double x = in.as_number();
+  if (method == "common") {
+    if (IsIntLike(in) && precision >= 0) return Value::Int(IntOf(in));  // round(int) is an int
+    // Python rounds half to even.
+    const double scaled = x * scale;
+    double r = std::nearbyint(scaled);
+    if (!std::isfinite(scaled)) r = scaled;
+    return Value::Float(r / scale);
+  }
+  const double r = method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale);
+  return Value::Float(r / scale);
+}
+
+// ---- sequence filters ---------------------------------------------------------
+
+Result<Value> FLength(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("length", args, {}).status());
+  MX_ASSIGN_OR_RETURN(int64_t n, Length(in));
+  return Value::Int(n);
+}
+
+Result<Value> FList(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("list", args, {}).status());
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  return Value::List(std::move(items));
+}
+
+Result<Value> FFirst(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("first", args, {}).status());
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
+  return items.front();
+}
+
+Result<Value> FLast(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("last", args, {}).status());
+  if (in.is_iterator() && in.iterator_type() == "generator") {
+    return TypeError("'generator' object is not reversible");
+  }
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
+  return items.back();
+}
+
+Result<Value> FReverse(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("reverse", args, {}).status());
+  if (in.is_string()) {
+    std::u32string cps = py::Decode(in.as_string());
+    std::reverse(cps.begin(), cps.end());
+    return StrLike(in, py::Encode(cps));
+  }
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  std::reverse(items.begin(), items.end());
+  if (in.is_sequence()) return Value::Iterator(std::move(items), "list_reverseiterator");
+  return Value::List(std::move(items));
+}
+
+Result<Value> FJoin(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("join", args, {"d", "attribute"}));
+  const std::string sep = a[0] ? a[0]->Str() : "";
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Value item = items[i];
+    if (a[1] && !a[1]->is_none()) {
+      MX_ASSIGN_OR_RETURN(item, GetPath(item, *a[1]));
+    }
+    if (i) out += sep;
+    out += item.Str();
+    MX_RETURN_IF_ERROR(rt.CheckString(out.size()));
+  }
+  return Value::String(std::move(out));
+}
+
+Result<Value> FDefault(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("default", args, {"default_value", "boolean"}));
+  const Value dflt = a[0] ? *a[0] : Value::String("");
+  if (in.is_undefined() || (BoolParam(a[1], false) && !in.Truthy())) return dflt;
+  return in;
+}
+
+Result<Value> FItems(Runtime&, const Value& in, const CallArgs& args) {
+  MX_RETURN_IF_ERROR(BindArgs("items", args, {}).status());
+  if (in.is_undefined()) return Value::Iterator({}, "generator");
+  if (!in.is_dict()) return TypeError("Can only get item pairs from a mapping.");
+  ValueList out;
+  for (const auto& [k, v] : in.as_dict().items()) out.push_back(Value::Tuple({k, v}));
+  return Value::Iterator(std::move(out), "generator");
+}
+
+Result<Value> FDictsort(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("dictsort", args, {"case_sensitive", "by", "reverse"}));
+  const bool case_sensitive = BoolParam(a[0], false);
+  const std::string by = a[1] ? a[1]->Str() : "key";
+  if (by != "key" && by != "value") {
+    return Status::InvalidArgument("You can only sort by either \"key\" or \"value\"");
+  }
+  if (!in.is_dict()) {
+    return Status::InvalidArgument("'" + std::string(in.TypeName()) +
+                                   "' object has no attribute 'items'");
+  }
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const auto& [k, v] : in.as_dict().items()) {
+    const Value& key = by == "key" ? k : v;
+    keyed.emplace_back(case_sensitive ? key : IgnoreCase(key), Value::Tuple({k, v}));
+  }
+  MX_RETURN_IF_ERROR(SortByKeys(keyed, BoolParam(a[2], false)));
+  ValueList out;
+  for (auto& kv : keyed) out.push_back(std::move(kv.second));
+  return Value::List(std::move(out));
+}
+
+Result<Value> FSort(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("sort", args, {"reverse", "case_sensitive", "attribute"}));
+  const bool case_sensitive = BoolParam(a[1], false);
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_RETURN_IF_ERROR(rt.Charge(items.size()));
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : items) {
+    ValueList key_parts;
+    if (a[2] && !a[2]->is_none()) {
+      // "a,b" sorts by several attributes.
+      std::string_view spec = a[2]->is_string() ? std::string_view(a[2]->as_string()) : "";
+      if (!a[2]->is_string()) {
+        MX_ASSIGN_OR_RETURN(Value k, GetPath(item, *a[2]));
+        key_parts.push_back(case_sensitive ? k : IgnoreCase(k));
+      }
+      while (a[2]->is_string()) {
+        const size_t comma = spec.find(',');
+        MX_ASSIGN_OR_RETURN(Value k,
+                            GetPath(item, Value::String(std::string(spec.substr(0, comma)))));
+        key_parts.push_back(case_sensitive ? k : IgnoreCase(k));
+        if (comma == std::string_view::npos) break;
+        spec.remove_prefix(comma + 1);
+      }
+    } else {
+      key_parts.push_back(case_sensitive ? item : IgnoreCase(item));
+    }
+    keyed.emplace_back(Value::List(std::move(key_parts)), item);
+  }
+  MX_RETURN_IF_ERROR(SortByKeys(keyed, BoolParam(a[0], false)));
+  ValueList out;
+  for (auto& kv : keyed) out.push_back(std::move(kv.second));
+  return Value::List(std::move(out));
+}
+
+Result<Value> FUnique(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("unique", args, {"case_sensitive", "attribute"}));
+  const bool case_sensitive = BoolParam(a[0], false);
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_RETURN_IF_ERROR(rt.Charge(items.size()));
+  Dict seen;
+  ValueList out;
+  for (const Value& item : items) {
+    Value key = item;
+    if (a[1] && !a[1]->is_none()) {
+      MX_ASSIGN_OR_RETURN(key, GetPath(item, *a[1]));
+    }
+    if (!case_sensitive) key = IgnoreCase(key);
+    if (!IsHashable(key))
+      return TypeError("unhashable type: '" + std::string(key.TypeName()) + "'");
+    if (seen.Find(key) == nullptr) {
+      seen.Set(key, Value::None());
+      out.push_back(item);
+    }
+  }
+  return Value::Iterator(std::move(out), "generator");
+}
+
+Result<Value> MinMax(Runtime& rt, std::string_view name, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs(name, args, {"case_sensitive", "attribute"}));
+  const bool case_sensitive = BoolParam(a[0], false);
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_RETURN_IF_ERROR(rt.Charge(items.size()));
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+  auto key_of = [&](const Value& item) -> Result<Value> {
+    Value k = item;
+    if (a[1] && !a[1]->is_none()) {
+      MX_ASSIGN_OR_RETURN(k, GetPath(item, *a[1]));
+    }
+    return case_sensitive ? k : IgnoreCase(k);
+  };
+  size_t best = 0;
+  MX_ASSIGN_OR_RETURN(Value best_key, key_of(items[0]));
+  for (size_t i = 1; i < items.size(); ++i) {
+    MX_ASSIGN_OR_RETURN(Value k, key_of(items[i]));
+    MX_ASSIGN_OR_RETURN(bool better, name == "min" ? Less(k, best_key) : Less(best_key, k));
+    if (better) {
+      best = i;
+      best_key = std::move(k);
+    }
+  }
+  return items[best];
+}
+
+Result<Value> FMin(Runtime& rt, const Value& in, const CallArgs& args) {
+  return MinMax(rt, "min", in, args);
+}
+Result<Value> FMax(Runtime& rt, const Value& in, const CallArgs& args) {
+  return MinMax(rt, "max", in, args);
+}
+
+Result<Value> FSum(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("sum", args, {"attribute", "start"}));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  Value total = a[1] ? *a[1] : Value::Int(0);
+  for (const Value& item : items) {
+    Value v = item;
+    if (a[0] && !a[0]->is_none()) {
+      MX_ASSIGN_OR_RETURN(v, GetPath(item, *a[0]));
+    }
+    MX_ASSIGN_OR_RETURN(total, Binary(rt, BinOp::kAdd, total, v));
+  }
+  return total;
+}
+
+Result<Value> FBatch(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("batch", args, {"linecount", "fill_with"}, 1));
+  MX_ASSIGN_OR_RETURN(int64_t n, IntParam("batch", a[0], 1));
+  if (n <= 0) return Status::InvalidArgument("batch: linecount must be positive");
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  ValueList out, cur;
+  for (const Value& item : items) {
+    if (static_cast<int64_t>(cur.size()) == n) {
+      out.push_back(Value::List(std::move(cur)));
+      cur.clear();
+    }
+    cur.push_back(item);
+  }
+  if (!cur.empty()) {
+    if (a[1] && !a[1]->is_none()) {
+      MX_RETURN_IF_ERROR(rt.CheckItems(static_cast<size_t>(n)));
+      while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
+    }
+    out.push_back(Value::List(std::move(cur)));
+  }
+  return Value::Iterator(std::move(out), "generator");
+}
+
+Result<Value> FSlice(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("slice", args, {"slices", "fill_with"}, 1));
+  MX_ASSIGN_OR_RETURN(int64_t slices, IntParam("slice", a[0], 1));
+  if (slices <= 0) return Status::InvalidArgument("slice: slices must be positive");
+  MX_RETURN_IF_ERROR(rt.CheckItems(static_cast<size_t>(std::min<int64_t>(slices, 1 << 30))));
+  MX_ASSIGN_OR_RETURN(ValueList seq, Iterate(in));
+  const auto length = static_cast<int64_t>(seq.size());
+  const int64_t per = length / slices, extra = length % slices;
+  int64_t offset = 0;
+  ValueList out;
+  for (int64_t i = 0; i < slices; ++i) {
+    const int64_t start = offset + i * per;
+    if (i < extra) ++offset;
+    const int64_t end = offset + (i + 1) * per;
+    ValueList tmp(seq.begin() + start, seq.begin() + end);
+    if (a[1] && !a[1]->is_none() && i >= extra) tmp.push_back(*a[1]);
+    out.push_back(Value::List(std::move(tmp)));
+  }
+  return Value::Iterator(std::move(out), "generator");
+}
+
+Result<Value> FMap(Runtime& rt, const Value& in, const CallArgs& args) {
+  // jinja2 maps nothing over a falsy value (None, "", []) without iterating it.
+  if (!in.Truthy()) return Value::Iterator({}, "generator");
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  ValueList out;
+  out.reserve(items.size());
+  const bool by_attribute = args.positional.empty() &&
+                            std::any_of(args.keywords.begin(), args.keywords.end(),
+                                        [](const auto& kv) { return kv.first == "attribute"; });
+  if (by_attribute) {
+    Value attribute, dflt;
+    bool has_default = false;
+    for (const auto& [k, v] : args.keywords) {
+      if (k == "attribute") {
+        attribute = v;
+      } else if (k == "default") {
+        dflt = v;
+        has_default = !v.is_none();
+      } else {
+        return Status::InvalidArgument("Unexpected keyword argument '" + k + "'");
+      }
+    }
+    for (const Value& item : items) {
+      MX_ASSIGN_OR_RETURN(Value v, GetPath(item, attribute));
+      if (has_default && v.is_undefined()) v = dflt;
+      out.push_back(std::move(v));
+    }
+    return Value::Iterator(std::move(out), "generator");
+  }
+  if (args.positional.empty()) {
+    if (items.empty()) return Value::Iterator({}, "generator");
+    return Status::InvalidArgument("map requires a filter argument");
+  }
+  const std::string name = args.positional[0].Str();
+  CallArgs rest;
+  rest.positional.assign(args.positional.begin() + 1, args.positional.end());
+  rest.keywords = args.keywords;
+  for (const Value& item : items) {
+    MX_ASSIGN_OR_RETURN(Value v, rt.CallFilter(name, item, rest));
+    out.push_back(std::move(v));
+  }
+  return Value::Iterator(std::move(out), "generator");
+}
+
+// select / reject / selectattr / rejectattr.
+Result<Value> SelectOrReject(Runtime& rt, const Value& in, const CallArgs& args, bool keep_if,
+                             bool by_attribute) {
+  // jinja2 selects nothing from a falsy value (None, "", []) without iterating it.
+  if (!in.Truthy()) return Value::Iterator({}, "generator");
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  size_t off = 0;
+  Value attribute;
+  if (by_attribute) {
+    if (args.positional.empty()) {
+      if (items.empty()) return Value::Iterator({}, "generator");
+      return Status::InvalidArgument("Missing parameter for attribute name");
+    }
+    attribute = args.positional[0];
+    off = 1;
+  }
+  std::optional<std::string> test;
+  CallArgs test_args;
+  if (args.positional.size() > off) {
+    test = args.positional[off].Str();
+    test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1,
+                                args.positional.end());
+    test_args.keywords = args.keywords;
+  }
+  ValueList out;
+  for (const Value& item : items) {
+    Value probe = item;
+    if (by_attribute) {
+      MX_ASSIGN_OR_RETURN(probe, GetPath(item, attribute));
+    }
+    bool ok = probe.Truthy();
+    if (test) {
+      MX_ASSIGN_OR_RETURN(ok, rt.CallTest(*test, probe, test_args));
+    }
+    if (ok == keep_if) out.push_back(item);
+  }
+  return Value::Iterator(std::move(out), "generator");
+}
+
+Result<Value> FSelect(Runtime& rt, const Value& in, const CallArgs& args) {
+  return SelectOrReject(rt, in, args, true, false);
+}
+Result<Value> FReject(Runtime& rt, const Value& in, const CallArgs& args) {
+  return SelectOrReject(rt, in, args, false, false);
+}
+Result<Value> FSelectAttr(Runtime& rt, const Value& in, const CallArgs& args) {
+  return SelectOrReject(rt, in, args, true, true);
+}
+Result<Value> FRejectAttr(Runtime& rt, const Value& in, const CallArgs& args) {
+  return SelectOrReject(rt, in, args, false, true);
+}
+
+Result<Value> FAttr(Runtime&, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a, BindArgs("attr", args, {"name"}, 1));
+  if (!a[0]->is_string()) return TypeError("attribute name must be string");
+  if (in.is_dict()) {
+    // attr() does not fall back to items.
+    bool unsafe = false;
+    if (!HasMethod(in, a[0]->as_string(), &unsafe)) return MissingAttribute(in, a[0]->as_string());
+  }
+  return GetAttr(in, a[0]->as_string());
+}
+
+Result<Value> FGroupby(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(Args a,
+                      BindArgs("groupby", args, {"attribute", "default", "case_sensitive"}, 1));
+  const bool case_sensitive = BoolParam(a[2], false);
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  auto key_of = [&](const Value& item, bool fold) -> Result<Value> {
+    MX_ASSIGN_OR_RETURN(Value k, GetPath(item, *a[0]));
+    if (a[1] && !a[1]->is_none() && k.is_undefined()) k = *a[1];
+    return fold ? IgnoreCase(k) : k;
+  };
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : items) {
+    MX_ASSIGN_OR_RETURN(Value k, key_of(item, !case_sensitive));
+    keyed.emplace_back(std::move(k), item);
+  }
+  MX_RETURN_IF_ERROR(SortByKeys(keyed, false));
+  MX_RETURN_IF_ERROR(rt.Charge(keyed.size()));
+  ValueList out;
+  for (size_t i = 0; i < keyed.size();) {
+    size_t j = i;
+    ValueList group;
+    while (j < keyed.size() && Equals(keyed[j].first, keyed[i].first))
+      group.push_back(keyed[j++].second);
+    MX_ASSIGN_OR_RETURN(Value grouper, key_of(group.front(), false));
+    out.push_back(Value::Tuple({grouper, Value::List(std::move(group))}));
+    i = j;
+  }
+  return Value::List(std::move(out));
+}
+
+// transformers' tojson: json.dumps(x, ensure_ascii=False, indent=indent,
+// separators=separators, sort_keys=sort_keys).
+Result<Value> FToJson(Runtime& rt, const Value& in, const CallArgs& args) {
+  MX_ASSIGN_OR_RETURN(
+      Args a, BindArgs("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
+  JsonDumpOptions opts;
+  opts.max_bytes = rt.max_string_bytes();
+  if (a[1] && !a[1]->is_none()) {
+    if (a[1]->is_string()) {
+      opts.indent = a[1]->as_string();
+    } else {
+      MX_ASSIGN_OR_RETURN(int64_t n, IntParam("tojson", a[1], 0));
+      opts.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(n, 0, 1024)), ' ');
+    }
+  }
+  if (a[2] && !a[2]->is_none()) {
+    MX_ASSIGN_OR_RETURN(ValueList seps, Iterate(*a[2]));
+    if (seps.size() != 2 || !seps[0].is_string() || !seps[1].is_string()) {
+      return Status::InvalidArgument("tojson: separators must be a pair of strings");
+    }
+    opts.item_separator = seps[0].as_string();
+    opts.key_separator = seps[1].as_string();
+  }
+  opts.sort_keys = BoolParam(a[3], false);
+  MX_ASSIGN_OR_RETURN(std::string out, ToJson(in, opts));
+  if (a[0] && a[0]->Truthy()) {
+    std::string ascii;
+    char buf[16];
+    for (char32_t c : py::Decode(out)) {
+      if (c < 0x80) {
+        ascii.push_back(static_cast<char>(c));
+      } else if (c < 0x10000) {
+        std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+        ascii += buf;
+      } else {
+        const unsigned v = static_cast<unsigned>(c) - 0x10000;
+        std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+        ascii += buf;
+      }
+    }
+    out = std::move(ascii);
+  }
+  MX_RETURN_IF_ERROR(rt.CheckString(out.size()));
+  return Value::String(std::move(out));
+}
+
+struct FilterEntry {
+  std::string_view name;
+  FilterFn fn;
+};
+
+constexpr FilterEntry kFilters[] = {
+    {"abs", FAbs},
+    {"attr", FAttr},
+    {"batch", FBatch},
+    {"capitalize", FCapitalize},
+    {"center", FCenter},
+    {"count", FLength},
+    {"d", FDefault},
+    {"default", FDefault},
+    {"dictsort", FDictsort},
+    {"e", FEscape},
+    {"escape", FEscape},
+    {"first", FFirst},
+    {"float", FFloat},
+    {"forceescape", FForceEscape},
+    {"format", FFormat},
+    {"groupby", FGroupby},
+    {"indent", FIndent},
+    {"int", FInt},
+    {"items", FItems},
+    {"join", FJoin},
+    {"last", FLast},
+    {"length", FLength},
+    {"list", FList},
+    {"lower", FLower},
+    {"map", FMap},
+    {"max", FMax},
+    {"min", FMin},
+    {"reject", FReject},
+    {"rejectattr", FRejectAttr},
+    {"replace", FReplace},
+    {"reverse", FReverse},
+    {"round", FRound},
+    {"safe", FSafe},
+    {"select", FSelect},
+    {"selectattr", FSelectAttr},
+    {"slice", FSlice},
+    {"sort", FSort},
+    {"string", FString},
+    {"sum", FSum},
+    {"title", FTitle},
+    {"tojson", FToJson},
+    {"trim", FTrim},
+    {"truncate", FTruncate},
+    {"unique", FUnique},
+    {"upper", FUpper},
+    {"wordcount", FWordcount},
+};
+
+}  // namespace
+
+FilterFn FindFilter(std::string_view name) {
+  for (const FilterEntry& e : kFilters) {
+    if (e.name == name) return e.fn;
+  }
+  return nullptr;
+}
+
+}  // namespace mx::jinja
