@@ -169,7 +169,7 @@ std::string Strftime(const DateTime& t, std::string_view format) {
 }
 
 // dict(*args, **kwargs) / namespace(*args, **kwargs).
-Result<Dict> DictFromArgs(std::string_view fn, const CallArgs& args) {
+Result<Dict> DictFromArgs(Runtime& rt, std::string_view fn, const CallArgs& args) {
   Dict d;
   if (args.positional.size() > 1) {
     return TypeError(std::string(fn) + " expected at most 1 argument, got " +
@@ -180,9 +180,9 @@ Result<Dict> DictFromArgs(std::string_view fn, const CallArgs& args) {
     if (src.is_dict()) {
       d = src.as_dict();
     } else {
-      MX_ASSIGN_OR_RETURN(ValueList pairs, Iterate(src));
+      MX_ASSIGN_OR_RETURN(ValueList pairs, Iterate(rt, src));
       for (const Value& p : pairs) {
-        MX_ASSIGN_OR_RETURN(ValueList kv, Iterate(p));
+        MX_ASSIGN_OR_RETURN(ValueList kv, Iterate(rt, p));
         if (kv.size() != 2) {
           return Status::InvalidArgument("dictionary update sequence element has length " +
                                          std::to_string(kv.size()) + "; 2 is required");
@@ -190,6 +190,7 @@ Result<Dict> DictFromArgs(std::string_view fn, const CallArgs& args) {
         if (!IsHashable(kv[0])) {
           return TypeError("unhashable type: '" + std::string(kv[0].TypeName()) + "'");
         }
+        MX_RETURN_IF_ERROR(rt.ChargeWeight(kv[0].weight()));
         d.Set(kv[0], kv[1]);
       }
     }
@@ -300,7 +301,8 @@ Result<Value> Interpreter::EvalExpr(const Expr& e, const ScopePtr& scope) {
         if (v.is_string()) {
           out += v.as_string();
         } else {
-          out += v.Str();
+          MX_ASSIGN_OR_RETURN(std::string text, ToStr(v));
+          out += text;
         }
         MX_RETURN_IF_ERROR(CheckString(out.size()));
       }
@@ -314,7 +316,7 @@ Result<Value> Interpreter::EvalCompare(const Expr& e, const ScopePtr& scope) {
   MX_ASSIGN_OR_RETURN(Value left, Eval(*e.children[0], scope));
   for (size_t i = 0; i < e.cmp_ops.size(); ++i) {
     MX_ASSIGN_OR_RETURN(Value right, Eval(*e.children[i + 1], scope));
-    MX_ASSIGN_OR_RETURN(bool ok, Compare(e.cmp_ops[i], left, right));
+    MX_ASSIGN_OR_RETURN(bool ok, Compare(*this, e.cmp_ops[i], left, right));
     if (!ok) return Value::Bool(false);
     left = std::move(right);
   }
@@ -326,6 +328,7 @@ Result<Value> Interpreter::EvalGetItem(const Expr& e, const ScopePtr& scope) {
   const Expr& index = *e.children[1];
   if (index.kind != ExprKind::kSlice) {
     MX_ASSIGN_OR_RETURN(Value key, Eval(index, scope));
+    if (key.is_list()) MX_RETURN_IF_ERROR(ChargeWeight(key.weight()));  // hashing a tuple
     return GetItem(obj, key);
   }
   Value bounds[3];
@@ -351,7 +354,7 @@ Result<CallArgs> Interpreter::EvalArgs(const Expr& e, size_t first, const ScopeP
   }
   if (e.dyn_args) {
     MX_ASSIGN_OR_RETURN(Value v, Eval(*e.dyn_args, scope));
-    MX_ASSIGN_OR_RETURN(ValueList extra, Iterate(v));
+    MX_ASSIGN_OR_RETURN(ValueList extra, Iterate(*this, v));
     MX_RETURN_IF_ERROR(CheckItems(args.positional.size() + extra.size()));
     args.positional.insert(args.positional.end(), extra.begin(), extra.end());
   }
@@ -544,7 +547,7 @@ Result<Value> Interpreter::CallBuiltin(const BuiltinCallable& fn, CallArgs args)
       return Value::List(std::move(out));
     }
     case Id::kNamespace: {
-      MX_ASSIGN_OR_RETURN(Dict d, DictFromArgs("namespace", args));
+      MX_ASSIGN_OR_RETURN(Dict d, DictFromArgs(*this, "namespace", args));
       auto ns = std::make_shared<Namespace>();
       for (const auto& [k, v] : d.items()) {
         if (k.is_string()) ns->Set(k.as_string(), v);
@@ -553,7 +556,7 @@ Result<Value> Interpreter::CallBuiltin(const BuiltinCallable& fn, CallArgs args)
       return Value::FromObject(std::move(ns));
     }
     case Id::kDict: {
-      MX_ASSIGN_OR_RETURN(Dict d, DictFromArgs("dict", args));
+      MX_ASSIGN_OR_RETURN(Dict d, DictFromArgs(*this, "dict", args));
       return Value::FromDict(std::move(d));
     }
     case Id::kRaiseException: {
@@ -578,7 +581,11 @@ Result<Value> Interpreter::CallLoop(LoopObject& loop, std::string_view method, C
     if (args.positional.empty()) return TypeError("no items for cycling given");
     return args.positional[loop.index0() % args.positional.size()];
   }
-  if (method == "changed") return Value::Bool(loop.Changed(Value::Tuple(args.positional)));
+  if (method == "changed") {
+    Value value = Value::Tuple(std::move(args.positional));
+    MX_RETURN_IF_ERROR(ChargeWeight(value.weight()));
+    return Value::Bool(loop.Changed(value));
+  }
   if (!loop.node()->recursive) {
     return TypeError("The loop must have the 'recursive' marker to be called recursively.");
   }
@@ -589,7 +596,7 @@ Result<Value> Interpreter::CallLoop(LoopObject& loop, std::string_view method, C
     return Status::ResourceExhausted("recursive loop calls nested deeper than " +
                                      std::to_string(limits_.max_call_depth) + " (max_call_depth)");
   }
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(args.positional[0]));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(*this, args.positional[0]));
   std::string buffer;
   std::string* saved = out_;
   out_ = &buffer;

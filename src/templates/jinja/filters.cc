@@ -22,7 +22,11 @@ Value StrLike(const Value& like, std::string s) {
 }
 
 // jinja2's soft_str: str(value), keeping Markup.
-Value SoftStr(const Value& v) { return v.is_string() ? v : Value::String(v.Str()); }
+Result<Value> SoftStr(Runtime& rt, const Value& v) {
+  if (v.is_string()) return v;
+  MX_ASSIGN_OR_RETURN(std::string s, rt.ToStr(v));
+  return Value::String(std::move(s));
+}
 
 Result<int64_t> IntParam(std::string_view filter, const std::optional<Value>& v, int64_t dflt) {
   if (!v || v->is_none()) return dflt;
@@ -57,11 +61,11 @@ Value IgnoreCase(const Value& v) {
 
 // Sort keys: Python's sorted() with a key function, stable; TypeError on
 // unorderable keys (reported after sorting stops at the first one).
-Status SortByKeys(std::vector<std::pair<Value, Value>>& keyed, bool reverse) {
+Status SortByKeys(Runtime& rt, std::vector<std::pair<Value, Value>>& keyed, bool reverse) {
   Status error;
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
     if (!error.ok()) return false;
-    Result<bool> lt = reverse ? Less(b.first, a.first) : Less(a.first, b.first);
+    Result<bool> lt = reverse ? Less(rt, b.first, a.first) : Less(rt, a.first, b.first);
     if (!lt.ok()) {
       error = lt.status();
       return false;
@@ -77,31 +81,32 @@ Result<Value> FTrim(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("trim", args, {"chars"}));
   CallArgs strip_args;
   if (a[0]) strip_args.positional.push_back(*a[0]);
-  return CallMethod(rt, SoftStr(in), "strip", strip_args);
+  MX_ASSIGN_OR_RETURN(Value s, SoftStr(rt, in));
+  return CallMethod(rt, s, "strip", strip_args);
 }
 
-Result<Value> FUpper(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FUpper(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("upper", args, {}).status());
-  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(const Value s, SoftStr(rt, in));
   return StrLike(s, py::Upper(s.as_string()));
 }
 
-Result<Value> FLower(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FLower(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("lower", args, {}).status());
-  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(const Value s, SoftStr(rt, in));
   return StrLike(s, py::Lower(s.as_string()));
 }
 
-Result<Value> FCapitalize(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FCapitalize(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("capitalize", args, {}).status());
-  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(const Value s, SoftStr(rt, in));
   return StrLike(s, py::Capitalize(s.as_string()));
 }
 
 // jinja2's title: words start after runs of whitespace, '-', '(', '{', '[', '<'.
-Result<Value> FTitle(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FTitle(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("title", args, {}).status());
-  const Value s = SoftStr(in);
+  MX_ASSIGN_OR_RETURN(const Value s, SoftStr(rt, in));
   std::string out;
   bool word_start = true;
   for (char32_t c : py::Decode(s.as_string())) {
@@ -122,31 +127,37 @@ Result<Value> FTitle(Runtime&, const Value& in, const CallArgs& args) {
 Result<Value> FReplace(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("replace", args, {"old", "new", "count"}, 2));
   CallArgs r;
-  r.positional = {SoftStr(*a[0]), SoftStr(*a[1])};
+  MX_ASSIGN_OR_RETURN(Value old_s, SoftStr(rt, *a[0]));
+  MX_ASSIGN_OR_RETURN(Value new_s, SoftStr(rt, *a[1]));
+  r.positional = {old_s, new_s};
   if (a[2] && !a[2]->is_none()) r.positional.push_back(*a[2]);
-  MX_ASSIGN_OR_RETURN(Value out, CallMethod(rt, Value::String(in.Str()), "replace", r));
+  MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(in));
+  MX_ASSIGN_OR_RETURN(Value out, CallMethod(rt, Value::String(std::move(text)), "replace", r));
   return out;
 }
 
-Result<Value> FString(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FString(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("string", args, {}).status());
-  return SoftStr(in);
+  return SoftStr(rt, in);
 }
 
-Result<Value> FSafe(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FSafe(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("safe", args, {}).status());
-  return Value::Markup(in.Str());
+  MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(in));
+  return Value::Markup(std::move(text));
 }
 
-Result<Value> FEscape(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FEscape(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("escape", args, {}).status());
   if (in.is_markup()) return in;
-  return Value::Markup(EscapeHtml(in.Str()));
+  MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(in));
+  return Value::Markup(EscapeHtml(text));
 }
 
-Result<Value> FForceEscape(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FForceEscape(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("forceescape", args, {}).status());
-  return Value::Markup(EscapeHtml(in.Str()));
+  MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(in));
+  return Value::Markup(EscapeHtml(text));
 }
 
 Result<Value> FIndent(Runtime& rt, const Value& in, const CallArgs& args) {
@@ -160,7 +171,13 @@ Result<Value> FIndent(Runtime& rt, const Value& in, const CallArgs& args) {
     indention = std::string(static_cast<size_t>(std::max<int64_t>(w, 0)), ' ');
   }
   const bool first = BoolParam(a[1], false), blank = BoolParam(a[2], false);
-  const Value s = SoftStr(in);
+  // jinja2 appends "\n" to the value first: only strings work.
+  if (in.is_undefined()) return UndefinedError(in);
+  if (!in.is_string()) {
+    return TypeError("unsupported operand type(s) for +=: '" + std::string(in.TypeName()) +
+                     "' and 'str'");
+  }
+  const Value& s = in;
   MX_ASSIGN_OR_RETURN(
       Value lines_v, CallMethod(rt, Value::String(s.as_string() + "\n"), "splitlines", CallArgs{}));
   const ValueList& lines = lines_v.as_list();
@@ -182,23 +199,30 @@ Result<Value> FCenter(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("center", args, {"width"}));
   CallArgs c;
   c.positional.push_back(a[0] ? *a[0] : Value::Int(80));
-  return CallMethod(rt, SoftStr(in), "center", c);
+  MX_ASSIGN_OR_RETURN(Value s, SoftStr(rt, in));
+  return CallMethod(rt, s, "center", c);
 }
 
-Result<Value> FTruncate(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FTruncate(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("truncate", args, {"length", "killwords", "end", "leeway"}));
   MX_ASSIGN_OR_RETURN(int64_t length, IntParam("truncate", a[0], 255));
   const bool killwords = BoolParam(a[1], false);
   const std::string end = a[2] ? a[2]->Str() : "...";
   MX_ASSIGN_OR_RETURN(int64_t leeway, IntParam("truncate", a[3], 5));
-  const std::u32string cps = py::Decode(in.Str());
+  const std::u32string cps = in.is_string() ? py::Decode(in.as_string()) : std::u32string();
   const auto end_len = static_cast<int64_t>(py::CodePointCount(end));
   if (length < end_len) {
     return Status::InvalidArgument("expected length >= " + std::to_string(end_len) + ", got " +
                                    std::to_string(length));
   }
   if (leeway < 0) return Status::InvalidArgument("expected leeway >= 0");
-  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::String(in.Str());
+  if (!in.is_string()) {
+    // Python takes len() of the value and returns it unchanged when it is short.
+    MX_ASSIGN_OR_RETURN(int64_t n, Length(in));
+    if (n <= length + leeway) return in;
+    return TypeError("truncate: expected a string, got " + std::string(in.TypeName()));
+  }
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return in;
   std::u32string head = cps.substr(0, static_cast<size_t>(length - end_len));
   if (!killwords) {
     const size_t sp = head.rfind(U' ');
@@ -207,11 +231,12 @@ Result<Value> FTruncate(Runtime&, const Value& in, const CallArgs& args) {
   return Value::String(py::Encode(head) + end);
 }
 
-Result<Value> FWordcount(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FWordcount(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("wordcount", args, {}).status());
   int64_t n = 0;
   bool in_word = false;
-  for (char32_t c : py::Decode(in.Str())) {
+  MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(in));
+  for (char32_t c : py::Decode(text)) {
     const bool w = py::IsAlpha(c) || py::IsDigit(c) || c == '_';
     if (w && !in_word) ++n;
     in_word = w;
@@ -232,17 +257,18 @@ Result<Value> FFormat(Runtime& rt, const Value& in, const CallArgs& args) {
   } else {
     fmt_args = Value::Tuple(args.positional);
   }
-  const Value s = SoftStr(in);
-  MX_ASSIGN_OR_RETURN(std::string out, PercentFormat(rt, s.as_string(), fmt_args));
+  MX_ASSIGN_OR_RETURN(const Value s, SoftStr(rt, in));
+  MX_ASSIGN_OR_RETURN(std::string out, PercentFormat(rt, s.as_string(), fmt_args, s.is_markup()));
   return StrLike(s, std::move(out));
 }
 
 // ---- number filters -----------------------------------------------------------
 
-Result<Value> FInt(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FInt(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("int", args, {"default", "base"}));
   const Value dflt = a[0] ? *a[0] : Value::Int(0);
   MX_ASSIGN_OR_RETURN(int64_t base, IntParam("int", a[1], 10));
+  if (in.is_undefined()) return UndefinedError(in);
   if (IsIntLike(in)) return Value::Int(IntOf(in));
   if (in.is_float()) {
     const double d = in.as_float();
@@ -274,9 +300,10 @@ Result<Value> FInt(Runtime&, const Value& in, const CallArgs& args) {
   return dflt;
 }
 
-Result<Value> FFloat(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FFloat(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("float", args, {"default"}));
   const Value dflt = a[0] ? *a[0] : Value::Float(0.0);
+  if (in.is_undefined()) return UndefinedError(in);
   if (in.is_number()) return Value::Float(in.as_number());
   if (!in.is_string()) return dflt;
   const std::string& s = in.as_string();
@@ -296,7 +323,7 @@ Result<Value> FFloat(Runtime&, const Value& in, const CallArgs& args) {
   return dflt;
 }
 
-Result<Value> FAbs(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FAbs(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("abs", args, {}).status());
   if (in.is_float()) return Value::Float(std::fabs(in.as_float()));
   if (IsIntLike(in)) {
@@ -307,7 +334,7 @@ Result<Value> FAbs(Runtime&, const Value& in, const CallArgs& args) {
   return TypeError("bad operand type for abs(): '" + std::string(in.TypeName()) + "'");
 }
 
-Result<Value> FRound(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FRound(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("round", args, {"precision", "method"}));
   MX_ASSIGN_OR_RETURN(int64_t precision, IntParam("round", a[0], 0));
   const std::string method = a[1] ? a[1]->Str() : "common";
@@ -335,52 +362,60 @@ Result<Value> FRound(Runtime&, const Value& in, const CallArgs& args) {
 
 // ---- sequence filters ---------------------------------------------------------
 
-Result<Value> FLength(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FLength(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("length", args, {}).status());
   MX_ASSIGN_OR_RETURN(int64_t n, Length(in));
   return Value::Int(n);
 }
 
-Result<Value> FList(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FList(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("list", args, {}).status());
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   return Value::List(std::move(items));
 }
 
-Result<Value> FFirst(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FFirst(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("first", args, {}).status());
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
   return items.front();
 }
 
-Result<Value> FLast(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FLast(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("last", args, {}).status());
   if (in.is_iterator() && in.iterator_type() == "generator") {
     return TypeError("'generator' object is not reversible");
   }
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
   return items.back();
 }
 
-Result<Value> FReverse(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FReverse(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("reverse", args, {}).status());
   if (in.is_string()) {
     std::u32string cps = py::Decode(in.as_string());
     std::reverse(cps.begin(), cps.end());
     return StrLike(in, py::Encode(cps));
   }
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  if (!in.is_list() && !in.is_dict() && !in.is_undefined()) {
+    return Status::InvalidArgument("argument must be iterable");
+  }
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   std::reverse(items.begin(), items.end());
+  // Python's reversed() gives an iterator for sequences and dicts.
   if (in.is_sequence()) return Value::Iterator(std::move(items), "list_reverseiterator");
+  if (in.is_dict()) return Value::Iterator(std::move(items), "dict_reversekeyiterator");
   return Value::List(std::move(items));
 }
 
 Result<Value> FJoin(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("join", args, {"d", "attribute"}));
-  const std::string sep = a[0] ? a[0]->Str() : "";
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  std::string sep;
+  if (a[0]) {
+    MX_ASSIGN_OR_RETURN(sep, rt.ToStr(*a[0]));
+  }
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     Value item = items[i];
@@ -388,20 +423,21 @@ Result<Value> FJoin(Runtime& rt, const Value& in, const CallArgs& args) {
       MX_ASSIGN_OR_RETURN(item, GetPath(item, *a[1]));
     }
     if (i) out += sep;
-    out += item.Str();
+    MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(item));
+    out += text;
     MX_RETURN_IF_ERROR(rt.CheckString(out.size()));
   }
   return Value::String(std::move(out));
 }
 
-Result<Value> FDefault(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FDefault(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("default", args, {"default_value", "boolean"}));
   const Value dflt = a[0] ? *a[0] : Value::String("");
   if (in.is_undefined() || (BoolParam(a[1], false) && !in.Truthy())) return dflt;
   return in;
 }
 
-Result<Value> FItems(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FItems(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_RETURN_IF_ERROR(BindArgs("items", args, {}).status());
   if (in.is_undefined()) return Value::Iterator({}, "generator");
   if (!in.is_dict()) return TypeError("Can only get item pairs from a mapping.");
@@ -410,7 +446,7 @@ Result<Value> FItems(Runtime&, const Value& in, const CallArgs& args) {
   return Value::Iterator(std::move(out), "generator");
 }
 
-Result<Value> FDictsort(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FDictsort(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("dictsort", args, {"case_sensitive", "by", "reverse"}));
   const bool case_sensitive = BoolParam(a[0], false);
   const std::string by = a[1] ? a[1]->Str() : "key";
@@ -426,7 +462,7 @@ Result<Value> FDictsort(Runtime&, const Value& in, const CallArgs& args) {
     const Value& key = by == "key" ? k : v;
     keyed.emplace_back(case_sensitive ? key : IgnoreCase(key), Value::Tuple({k, v}));
   }
-  MX_RETURN_IF_ERROR(SortByKeys(keyed, BoolParam(a[2], false)));
+  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, BoolParam(a[2], false)));
   ValueList out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return Value::List(std::move(out));
@@ -435,7 +471,7 @@ Result<Value> FDictsort(Runtime&, const Value& in, const CallArgs& args) {
 Result<Value> FSort(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("sort", args, {"reverse", "case_sensitive", "attribute"}));
   const bool case_sensitive = BoolParam(a[1], false);
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   MX_RETURN_IF_ERROR(rt.Charge(items.size()));
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& item : items) {
@@ -460,7 +496,7 @@ Result<Value> FSort(Runtime& rt, const Value& in, const CallArgs& args) {
     }
     keyed.emplace_back(Value::List(std::move(key_parts)), item);
   }
-  MX_RETURN_IF_ERROR(SortByKeys(keyed, BoolParam(a[0], false)));
+  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, BoolParam(a[0], false)));
   ValueList out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return Value::List(std::move(out));
@@ -469,7 +505,7 @@ Result<Value> FSort(Runtime& rt, const Value& in, const CallArgs& args) {
 Result<Value> FUnique(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("unique", args, {"case_sensitive", "attribute"}));
   const bool case_sensitive = BoolParam(a[0], false);
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   MX_RETURN_IF_ERROR(rt.Charge(items.size()));
   Dict seen;
   ValueList out;
@@ -492,7 +528,7 @@ Result<Value> FUnique(Runtime& rt, const Value& in, const CallArgs& args) {
 Result<Value> MinMax(Runtime& rt, std::string_view name, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs(name, args, {"case_sensitive", "attribute"}));
   const bool case_sensitive = BoolParam(a[0], false);
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   MX_RETURN_IF_ERROR(rt.Charge(items.size()));
   if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
   auto key_of = [&](const Value& item) -> Result<Value> {
@@ -506,7 +542,7 @@ Result<Value> MinMax(Runtime& rt, std::string_view name, const Value& in, const 
   MX_ASSIGN_OR_RETURN(Value best_key, key_of(items[0]));
   for (size_t i = 1; i < items.size(); ++i) {
     MX_ASSIGN_OR_RETURN(Value k, key_of(items[i]));
-    MX_ASSIGN_OR_RETURN(bool better, name == "min" ? Less(k, best_key) : Less(best_key, k));
+    MX_ASSIGN_OR_RETURN(bool better, name == "min" ? Less(rt, k, best_key) : Less(rt, best_key, k));
     if (better) {
       best = i;
       best_key = std::move(k);
@@ -524,7 +560,7 @@ Result<Value> FMax(Runtime& rt, const Value& in, const CallArgs& args) {
 
 Result<Value> FSum(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("sum", args, {"attribute", "start"}));
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   Value total = a[1] ? *a[1] : Value::Int(0);
   for (const Value& item : items) {
     Value v = item;
@@ -540,7 +576,7 @@ Result<Value> FBatch(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("batch", args, {"linecount", "fill_with"}, 1));
   MX_ASSIGN_OR_RETURN(int64_t n, IntParam("batch", a[0], 1));
   if (n <= 0) return Status::InvalidArgument("batch: linecount must be positive");
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   ValueList out, cur;
   for (const Value& item : items) {
     if (static_cast<int64_t>(cur.size()) == n) {
@@ -564,7 +600,7 @@ Result<Value> FSlice(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(int64_t slices, IntParam("slice", a[0], 1));
   if (slices <= 0) return Status::InvalidArgument("slice: slices must be positive");
   MX_RETURN_IF_ERROR(rt.CheckItems(static_cast<size_t>(std::min<int64_t>(slices, 1 << 30))));
-  MX_ASSIGN_OR_RETURN(ValueList seq, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList seq, Iterate(rt, in));
   const auto length = static_cast<int64_t>(seq.size());
   const int64_t per = length / slices, extra = length % slices;
   int64_t offset = 0;
@@ -583,7 +619,7 @@ Result<Value> FSlice(Runtime& rt, const Value& in, const CallArgs& args) {
 Result<Value> FMap(Runtime& rt, const Value& in, const CallArgs& args) {
   // jinja2 maps nothing over a falsy value (None, "", []) without iterating it.
   if (!in.Truthy()) return Value::Iterator({}, "generator");
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   ValueList out;
   out.reserve(items.size());
   const bool by_attribute = args.positional.empty() &&
@@ -613,7 +649,7 @@ Result<Value> FMap(Runtime& rt, const Value& in, const CallArgs& args) {
     if (items.empty()) return Value::Iterator({}, "generator");
     return Status::InvalidArgument("map requires a filter argument");
   }
-  const std::string name = args.positional[0].Str();
+  MX_ASSIGN_OR_RETURN(const std::string name, rt.ToStr(args.positional[0]));
   CallArgs rest;
   rest.positional.assign(args.positional.begin() + 1, args.positional.end());
   rest.keywords = args.keywords;
@@ -629,7 +665,7 @@ Result<Value> SelectOrReject(Runtime& rt, const Value& in, const CallArgs& args,
                              bool by_attribute) {
   // jinja2 selects nothing from a falsy value (None, "", []) without iterating it.
   if (!in.Truthy()) return Value::Iterator({}, "generator");
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   size_t off = 0;
   Value attribute;
   if (by_attribute) {
@@ -643,7 +679,7 @@ Result<Value> SelectOrReject(Runtime& rt, const Value& in, const CallArgs& args,
   std::optional<std::string> test;
   CallArgs test_args;
   if (args.positional.size() > off) {
-    test = args.positional[off].Str();
+    MX_ASSIGN_OR_RETURN(test, rt.ToStr(args.positional[off]));
     test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1,
                                 args.positional.end());
     test_args.keywords = args.keywords;
@@ -676,7 +712,7 @@ Result<Value> FRejectAttr(Runtime& rt, const Value& in, const CallArgs& args) {
   return SelectOrReject(rt, in, args, false, true);
 }
 
-Result<Value> FAttr(Runtime&, const Value& in, const CallArgs& args) {
+Result<Value> FAttr(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("attr", args, {"name"}, 1));
   if (!a[0]->is_string()) return TypeError("attribute name must be string");
   if (in.is_dict()) {
@@ -691,7 +727,7 @@ Result<Value> FGroupby(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a,
                       BindArgs("groupby", args, {"attribute", "default", "case_sensitive"}, 1));
   const bool case_sensitive = BoolParam(a[2], false);
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(in));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, in));
   auto key_of = [&](const Value& item, bool fold) -> Result<Value> {
     MX_ASSIGN_OR_RETURN(Value k, GetPath(item, *a[0]));
     if (a[1] && !a[1]->is_none() && k.is_undefined()) k = *a[1];
@@ -702,12 +738,13 @@ Result<Value> FGroupby(Runtime& rt, const Value& in, const CallArgs& args) {
     MX_ASSIGN_OR_RETURN(Value k, key_of(item, !case_sensitive));
     keyed.emplace_back(std::move(k), item);
   }
-  MX_RETURN_IF_ERROR(SortByKeys(keyed, false));
+  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, false));
   MX_RETURN_IF_ERROR(rt.Charge(keyed.size()));
   ValueList out;
   for (size_t i = 0; i < keyed.size();) {
     size_t j = i;
     ValueList group;
+    MX_RETURN_IF_ERROR(rt.ChargeWeight(keyed[i].first.weight()));
     while (j < keyed.size() && Equals(keyed[j].first, keyed[i].first))
       group.push_back(keyed[j++].second);
     MX_ASSIGN_OR_RETURN(Value grouper, key_of(group.front(), false));
@@ -733,7 +770,7 @@ Result<Value> FToJson(Runtime& rt, const Value& in, const CallArgs& args) {
     }
   }
   if (a[2] && !a[2]->is_none()) {
-    MX_ASSIGN_OR_RETURN(ValueList seps, Iterate(*a[2]));
+    MX_ASSIGN_OR_RETURN(ValueList seps, Iterate(rt, *a[2]));
     if (seps.size() != 2 || !seps[0].is_string() || !seps[1].is_string()) {
       return Status::InvalidArgument("tojson: separators must be a pair of strings");
     }

@@ -194,8 +194,8 @@ Result<Spec> ParseSpec(std::string_view text) {
 }
 
 // format(value, spec) as Python's built-in format().
-Result<std::string> FormatValue(const Value& v, std::string_view spec_text) {
-  if (spec_text.empty()) return v.Str();
+Result<std::string> FormatValue(Runtime& rt, const Value& v, std::string_view spec_text) {
+  if (spec_text.empty()) return rt.ToStr(v);
   MX_ASSIGN_OR_RETURN(Spec spec, ParseSpec(spec_text));
   if (v.is_string()) {
     if (spec.type && spec.type != 's') {
@@ -225,12 +225,12 @@ Result<std::string> FormatValue(const Value& v, std::string_view spec_text) {
 }
 
 // One %-conversion of PercentFormat.
-Result<std::string> PercentOne(const Value& arg, char conv, const Spec& spec) {
+Result<std::string> PercentOne(Runtime& rt, const Value& arg, char conv, const Spec& spec) {
   switch (conv) {
     case 's':
     case 'r':
     case 'a': {
-      std::string s = conv == 's' ? arg.Str() : arg.Repr();
+      MX_ASSIGN_OR_RETURN(std::string s, conv == 's' ? rt.ToStr(arg) : rt.ToRepr(arg));
       if (spec.precision >= 0) {
         const std::u32string cps = py::Decode(s);
         if (cps.size() > static_cast<size_t>(spec.precision)) {
@@ -292,7 +292,8 @@ Result<std::string> PercentOne(const Value& arg, char conv, const Spec& spec) {
 
 }  // namespace
 
-Result<std::string> PercentFormat(Runtime& rt, std::string_view format, const Value& args) {
+Result<std::string> PercentFormat(Runtime& rt, std::string_view format, const Value& args,
+                                  bool escape_args) {
   ValueList positional;
   const Dict* mapping = args.is_dict() ? &args.as_dict() : nullptr;
   if (args.is_tuple()) {
@@ -371,8 +372,9 @@ Result<std::string> PercentFormat(Runtime& rt, std::string_view format, const Va
       }
       arg = &positional[next++];
     }
-    MX_ASSIGN_OR_RETURN(std::string piece, PercentOne(*arg, format[i], spec));
-    out += piece;
+    MX_ASSIGN_OR_RETURN(std::string piece, PercentOne(rt, *arg, format[i], spec));
+    const bool textual = format[i] == 's' || format[i] == 'r' || format[i] == 'a';
+    out += (escape_args && textual && !arg->is_markup()) ? EscapeHtml(piece) : piece;
     MX_RETURN_IF_ERROR(rt.CheckString(out.size()));
   }
   if (!used_mapping && !mapping && next < positional.size()) {
@@ -464,9 +466,15 @@ Result<std::string> BraceFormat(Runtime& rt, std::string_view format, const Call
       }
     }
     if (v.is_undefined()) return UndefinedError(v);
-    if (conversion == 'r' || conversion == 'a') v = Value::String(v.Repr());
-    if (conversion == 's') v = Value::String(v.Str());
-    MX_ASSIGN_OR_RETURN(std::string piece, FormatValue(v, spec));
+    if (conversion == 'r' || conversion == 'a') {
+      MX_ASSIGN_OR_RETURN(std::string text, rt.ToRepr(v));
+      v = Value::String(std::move(text));
+    }
+    if (conversion == 's') {
+      MX_ASSIGN_OR_RETURN(std::string text, rt.ToStr(v));
+      v = Value::String(std::move(text));
+    }
+    MX_ASSIGN_OR_RETURN(std::string piece, FormatValue(rt, v, spec));
     out += piece;
     MX_RETURN_IF_ERROR(rt.CheckString(out.size()));
   }

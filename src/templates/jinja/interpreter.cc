@@ -87,8 +87,8 @@ std::optional<Value> LoopObject::GetAttr(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string LoopObject::Repr(int /*depth*/) const {
-  return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_.size()) + ">";
+void LoopObject::AppendRepr(std::string& out, int /*depth*/, size_t /*max_bytes*/) const {
+  out += "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_.size()) + ">";
 }
 
 bool LoopObject::Changed(const Value& value) {
@@ -171,6 +171,19 @@ Status Interpreter::CheckItems(size_t n) {
   return Charge(n / 16);
 }
 
+Result<std::string> Interpreter::ToStr(const Value& v) {
+  if (v.is_string()) return v.as_string();
+  std::string s = v.Str(limits_.max_output_bytes + 1);
+  MX_RETURN_IF_ERROR(CheckString(s.size()));
+  return s;
+}
+
+Result<std::string> Interpreter::ToRepr(const Value& v) {
+  std::string s = v.Repr(Value::kMaxReprDepth, limits_.max_output_bytes + 1);
+  MX_RETURN_IF_ERROR(CheckString(s.size()));
+  return s;
+}
+
 Status Interpreter::RuntimeError(std::string message) const {
   return Status::InvalidArgument(std::move(message));
 }
@@ -234,7 +247,8 @@ Result<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, const ScopePtr& s
       if (v.is_string()) {
         MX_RETURN_IF_ERROR(Write(v.as_string()));
       } else {
-        MX_RETURN_IF_ERROR(Write(v.Str()));
+        MX_ASSIGN_OR_RETURN(std::string text, ToStr(v));
+        MX_RETURN_IF_ERROR(Write(text));
       }
       return Flow::kNormal;
     }
@@ -276,14 +290,16 @@ Result<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, const ScopePtr& s
       args.keywords.emplace_back(
           "caller", Value::FromCallable(std::make_shared<MacroCallable>(s.macro, scope)));
       MX_ASSIGN_OR_RETURN(Value result, CallValue(callee, std::move(args)));
-      MX_RETURN_IF_ERROR(Write(result.Str()));
+      MX_ASSIGN_OR_RETURN(std::string text, ToStr(result));
+      MX_RETURN_IF_ERROR(Write(text));
       return Flow::kNormal;
     }
     case StmtKind::kFilterBlock: {
-      MX_ASSIGN_OR_RETURN(std::string text, Capture(s.body, NewScope(scope)));
-      const Value input = Value::String(std::move(text));
+      MX_ASSIGN_OR_RETURN(std::string body, Capture(s.body, NewScope(scope)));
+      const Value input = Value::String(std::move(body));
       MX_ASSIGN_OR_RETURN(Value v, EvalFilter(*s.filter, &input, scope));
-      MX_RETURN_IF_ERROR(Write(v.Str()));
+      MX_ASSIGN_OR_RETURN(std::string text, ToStr(v));
+      MX_RETURN_IF_ERROR(Write(text));
       return Flow::kNormal;
     }
     case StmtKind::kWith: {
@@ -308,7 +324,7 @@ Result<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, const ScopePtr& s
 
 Result<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope) {
   MX_ASSIGN_OR_RETURN(Value iterable, Eval(*s.exprs[0], scope));
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(iterable));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(*this, iterable));
   MX_RETURN_IF_ERROR(RunLoop(s, scope, std::move(items), 0));
   return Flow::kNormal;
 }
@@ -360,7 +376,7 @@ Status Interpreter::Assign(const Target& target, const Value& value, const Scope
       return Status::Ok();
     }
     case Target::Kind::kTuple: {
-      MX_ASSIGN_OR_RETURN(ValueList items, Iterate(value));
+      MX_ASSIGN_OR_RETURN(ValueList items, Iterate(*this, value));
       const size_t want = target.items.size();
       if (items.size() < want) {
         return RuntimeError("not enough values to unpack (expected " + std::to_string(want) +

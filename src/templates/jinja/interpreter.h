@@ -71,7 +71,7 @@ class LoopObject final : public Object {
   std::string_view TypeName() const override { return "LoopContext"; }
   std::string ObjectTypeRepr() const override { return "jinja2.runtime.LoopContext object"; }
   std::optional<Value> GetAttr(std::string_view name) const override;
-  std::string Repr(int depth) const override;
+  void AppendRepr(std::string& out, int depth, size_t max_bytes) const override;
   void Clear() override {
     items_.clear();
     scope_.reset();
@@ -111,6 +111,8 @@ class Interpreter final : public Runtime {
   Status CheckString(size_t bytes) override;
   Status CheckItems(size_t n) override;
   size_t max_string_bytes() const override { return limits_.max_output_bytes; }
+  Result<std::string> ToStr(const Value& v) override;
+  Result<std::string> ToRepr(const Value& v) override;
   Result<Value> CallValue(const Value& callee, CallArgs args) override;
   Result<Value> CallFilter(std::string_view name, const Value& input, CallArgs args) override;
   Result<bool> CallTest(std::string_view name, const Value& input, CallArgs args) override;

@@ -254,8 +254,9 @@ class Lexer {
         continue;
       }
       if (pos >= src_.size()) {
-        return Error(start, block ? "unexpected end of template, expected end of statement block"
-                                  : "unexpected end of template, expected end of print statement");
+        return Error(start, block
+                                ? "unexpected end of template, expected 'end of statement block'."
+                                : "unexpected end of template, expected 'end of print statement'.");
       }
       Token t;
       SetPos(t, pos);

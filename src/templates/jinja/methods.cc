@@ -39,9 +39,10 @@ Result<int64_t> IntArg(std::string_view method, const std::optional<Value>& v, i
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left,
                   bool right) {
   const std::u32string cps = py::Decode(s);
-  const std::u32string set = chars ? py::Decode(*chars) : std::u32string();
+  std::u32string set = chars ? py::Decode(*chars) : std::u32string();
+  std::sort(set.begin(), set.end());
   auto strip_it = [&](char32_t c) {
-    return chars ? set.find(c) != std::u32string::npos : py::IsSpace(c);
+    return chars ? std::binary_search(set.begin(), set.end(), c) : py::IsSpace(c);
   };
   size_t b = 0, e = cps.size();
   if (left) {
@@ -94,31 +95,27 @@ ValueList SplitWhitespace(std::string_view s, int64_t maxsplit, bool from_right)
 }
 
 ValueList SplitSep(std::string_view s, std::string_view sep, int64_t maxsplit, bool from_right) {
-  std::vector<std::string_view> parts;
-  if (!from_right) {
-    size_t pos = 0;
-    while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
-      const size_t f = s.find(sep, pos);
-      if (f == std::string_view::npos) break;
-      parts.push_back(s.substr(pos, f - pos));
-      pos = f + sep.size();
-    }
-    parts.push_back(s.substr(pos));
-  } else {
-    size_t end = s.size();
-    while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
-      if (end < sep.size()) break;
-      const size_t f = s.rfind(sep, end - sep.size());
-      if (f == std::string_view::npos) break;
-      parts.push_back(s.substr(f + sep.size(), end - f - sep.size()));
-      end = f;
-    }
-    parts.push_back(s.substr(0, end));
+  if (from_right) {
+    // rsplit is split of the reversed text by the reversed separator, reversed back.
+    const std::string rs(s.rbegin(), s.rend());
+    const std::string rsep(sep.rbegin(), sep.rend());
+    ValueList parts = SplitSep(rs, rsep, maxsplit, false);
     std::reverse(parts.begin(), parts.end());
+    for (Value& p : parts) {
+      const std::string& t = p.as_string();
+      p = Value::String(std::string(t.rbegin(), t.rend()));
+    }
+    return parts;
   }
   ValueList out;
-  out.reserve(parts.size());
-  for (std::string_view p : parts) out.push_back(Value::String(std::string(p)));
+  size_t pos = 0;
+  while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
+    const size_t f = FindSubstring(s, sep, pos);
+    if (f == std::string_view::npos) break;
+    out.push_back(Value::String(std::string(s.substr(pos, f - pos))));
+    pos = f + sep.size();
+  }
+  out.push_back(Value::String(std::string(s.substr(pos))));
   return out;
 }
 
@@ -199,28 +196,61 @@ Result<Value> Search(Runtime& rt, std::string_view method, const Value& self,
                      const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(auto a, BindArgs(method, args, {"sub", "start", "end"}, 1));
   if (!a[0]->is_string()) return ArgTypeError(method, "str", *a[0]);
-  MX_RETURN_IF_ERROR(rt.Charge(self.as_string().size() / 64));
-  int64_t off = 0;
-  const std::u32string hay = SubRange(py::Decode(self.as_string()), a[1], a[2], &off);
-  const std::u32string needle = py::Decode(a[0]->as_string());
-  if (method == "count") {
-    if (needle.empty()) return Value::Int(static_cast<int64_t>(hay.size()) + 1);
-    int64_t n = 0;
-    for (size_t p = hay.find(needle); p != std::u32string::npos;
-         p = hay.find(needle, p + needle.size())) {
-      ++n;
+  const std::string& text = self.as_string();
+  MX_RETURN_IF_ERROR(rt.Charge(text.size() / 64));
+  // The [start, end) range in code points, then searched as bytes (a UTF-8
+  // needle can only match at character boundaries).
+  const bool ascii = py::IsAscii(text);
+  const int64_t n = static_cast<int64_t>(ascii ? text.size() : py::CodePointCount(text));
+  auto norm = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
+  const int64_t begin = a[1] && a[1]->is_int() ? norm(a[1]->as_int()) : 0;
+  const int64_t end = a[2] && a[2]->is_int() ? norm(a[2]->as_int()) : n;
+  std::vector<size_t> byte_of;  // code point index -> byte offset (non-ASCII only)
+  if (!ascii) {
+    for (size_t i = 0; i < text.size(); ++i) {
+      if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) byte_of.push_back(i);
     }
-    return Value::Int(n);
+    byte_of.push_back(text.size());
   }
-  const bool reverse = method == "rfind" || method == "rindex";
-  const size_t p = reverse ? hay.rfind(needle) : hay.find(needle);
-  if (p == std::u32string::npos) {
-    if (method == "index" || method == "rindex") {
-      return Status::InvalidArgument("substring not found");
-    }
+  auto to_byte = [&](int64_t cp) {
+    return ascii ? static_cast<size_t>(cp) : byte_of[static_cast<size_t>(cp)];
+  };
+  auto to_cp = [&](size_t byte) {
+    if (ascii) return static_cast<int64_t>(byte);
+    return static_cast<int64_t>(std::lower_bound(byte_of.begin(), byte_of.end(), byte) -
+                                byte_of.begin());
+  };
+  const std::string& needle = a[0]->as_string();
+  const bool is_index = method == "index" || method == "rindex";
+  // Python refuses a start past the end even for an empty needle.
+  const bool start_past_end = a[1] && a[1]->is_int() && a[1]->as_int() > n;
+  if (end < begin || start_past_end) {
+    if (method == "count") return Value::Int(0);
+    if (is_index) return Status::InvalidArgument("substring not found");
     return Value::Int(-1);
   }
-  return Value::Int(static_cast<int64_t>(p) + off);
+  if (needle.empty()) {
+    if (method == "count") return Value::Int(end - begin + 1);
+    return Value::Int(method == "rfind" || method == "rindex" ? end : begin);
+  }
+  const std::string_view hay =
+      std::string_view(text).substr(to_byte(begin), to_byte(end) - to_byte(begin));
+  if (method == "count") {
+    if (needle.empty()) return Value::Int(end - begin + 1);
+    int64_t count = 0;
+    for (size_t p = FindSubstring(hay, needle); p != std::string_view::npos;
+         p = FindSubstring(hay, needle, p + needle.size())) {
+      ++count;
+    }
+    return Value::Int(count);
+  }
+  const bool reverse = method == "rfind" || method == "rindex";
+  const size_t p = reverse ? RFindSubstring(hay, needle) : FindSubstring(hay, needle);
+  if (p == std::string_view::npos) {
+    if (is_index) return Status::InvalidArgument("substring not found");
+    return Value::Int(-1);
+  }
+  return Value::Int(to_cp(to_byte(begin) + p));
 }
 
 Result<Value> Replace(Runtime& rt, const Value& self, const CallArgs& args) {
@@ -250,7 +280,7 @@ Result<Value> Replace(Runtime& rt, const Value& self, const CallArgs& args) {
     size_t pos = 0;
     int64_t done = 0;
     while (count < 0 || done < count) {
-      const size_t f = s.find(from, pos);
+      const size_t f = FindSubstring(s, from, pos);
       if (f == std::string::npos) break;
       out.append(s, pos, f - pos);
       out += to;
@@ -266,7 +296,7 @@ Result<Value> Replace(Runtime& rt, const Value& self, const CallArgs& args) {
 
 Result<Value> Join(Runtime& rt, const Value& self, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(auto a, BindArgs("join", args, {"iterable"}, 1));
-  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(*a[0]));
+  MX_ASSIGN_OR_RETURN(ValueList items, Iterate(rt, *a[0]));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!items[i].is_string()) {
@@ -392,6 +422,9 @@ Result<Value> StrMethod(Runtime& rt, const Value& self, std::string_view m, cons
     if (sep && sep->empty()) return Status::InvalidArgument("empty separator");
     ValueList parts = sep ? SplitSep(s, *sep, maxsplit, m == "rsplit")
                           : SplitWhitespace(s, maxsplit, m == "rsplit");
+    if (self.is_markup()) {
+      for (Value& part : parts) part = Value::Markup(part.as_string());
+    }
     MX_RETURN_IF_ERROR(rt.CheckItems(parts.size()));
     return Value::List(std::move(parts));
   }
@@ -441,7 +474,7 @@ Result<Value> StrMethod(Runtime& rt, const Value& self, std::string_view m, cons
     if (!a[0]->is_string()) return ArgTypeError(m, "str", *a[0]);
     const std::string& sep = a[0]->as_string();
     if (sep.empty()) return Status::InvalidArgument("empty separator");
-    const size_t f = m == "partition" ? s.find(sep) : s.rfind(sep);
+    const size_t f = m == "partition" ? FindSubstring(s, sep) : RFindSubstring(s, sep);
     if (f == std::string::npos) {
       if (m == "partition") {
         return Value::Tuple({self, Value::String(""), Value::String("")});
@@ -490,8 +523,10 @@ Result<Value> StrMethod(Runtime& rt, const Value& self, std::string_view m, cons
   return Status::NotSupported("str." + std::string(m) + "() is not supported in chat templates");
 }
 
-Result<Value> SequenceMethod(const Value& self, std::string_view m, const CallArgs& args) {
+Result<Value> SequenceMethod(Runtime& rt, const Value& self, std::string_view m,
+                             const CallArgs& args) {
   const ValueList& items = self.as_list();
+  MX_RETURN_IF_ERROR(rt.ChargeWeight(self.weight()));
   if (m == "copy") return Value::List(items);
   if (m == "count") {
     MX_ASSIGN_OR_RETURN(auto a, BindArgs(m, args, {"value"}, 1));
@@ -514,7 +549,7 @@ Result<Value> SequenceMethod(const Value& self, std::string_view m, const CallAr
                               "() is not supported in chat templates");
 }
 
-Result<Value> DictMethod(const Value& self, std::string_view m, const CallArgs& args) {
+Result<Value> DictMethod(Runtime& rt, const Value& self, std::string_view m, const CallArgs& args) {
   const Dict& dict = self.as_dict();
   if (m == "get") {
     MX_ASSIGN_OR_RETURN(auto a, BindArgs(m, args, {"key", "default"}, 1));
@@ -575,8 +610,8 @@ Result<std::vector<std::optional<Value>>> BindArgs(std::string_view function, co
 Result<Value> CallMethod(Runtime& rt, const Value& self, std::string_view name,
                          const CallArgs& args) {
   if (self.is_string()) return StrMethod(rt, self, name, args);
-  if (self.is_sequence()) return SequenceMethod(self, name, args);
-  if (self.is_dict()) return DictMethod(self, name, args);
+  if (self.is_sequence()) return SequenceMethod(rt, self, name, args);
+  if (self.is_dict()) return DictMethod(rt, self, name, args);
   return TypeError("'" + std::string(self.TypeName()) + "' object has no method '" +
                    std::string(name) + "'");
 }

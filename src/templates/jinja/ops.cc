@@ -1,5 +1,8 @@
 #include "templates/jinja/ops.h"
 
+#include <string.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "templates/jinja/pystr.h"
@@ -118,7 +121,7 @@ Result<Value> FloorDivide(const Value& a, const Value& b) {
 
 Result<Value> Modulo(Runtime& rt, const Value& a, const Value& b) {
   if (a.is_string()) {
-    MX_ASSIGN_OR_RETURN(std::string s, PercentFormat(rt, a.as_string(), b));
+    MX_ASSIGN_OR_RETURN(std::string s, PercentFormat(rt, a.as_string(), b, a.is_markup()));
     return a.is_markup() ? Value::Markup(std::move(s)) : Value::String(std::move(s));
   }
   if (!a.is_number() || !b.is_number()) return Unsupported("%", a, b);
@@ -291,7 +294,9 @@ Value MissingAttribute(const Value& obj, std::string_view name) {
 
 Value MissingElement(const Value& obj, const Value& key) {
   if (key.is_string()) return MissingAttribute(obj, key.as_string());
-  return Value::Undefined(ObjectTypeRepr(obj) + " has no element " + key.Repr());
+  // The key is printed as Python would, cut short if huge.
+  return Value::Undefined(ObjectTypeRepr(obj) + " has no element " +
+                          key.Repr(Value::kMaxReprDepth, 1000));
 }
 
 Result<Value> Binary(Runtime& rt, BinOp op, const Value& a, const Value& b) {
@@ -341,26 +346,21 @@ Result<Value> Positive(const Value& v) {
   return TypeError("bad operand type for unary +: '" + TypeNameOf(v) + "'");
 }
 
-Result<bool> Less(const Value& a, const Value& b) {
+Result<bool> Less(Runtime& rt, const Value& a, const Value& b) {
+  MX_RETURN_IF_ERROR(rt.ChargeWeight(std::min(a.weight(), b.weight())));
   MX_ASSIGN_OR_RETURN(int c, Order(a, b, CmpOp::kLt, Value::kMaxReprDepth));
   return c == -1;
 }
 
-Result<bool> Compare(CmpOp op, const Value& a, const Value& b) {
-  switch (op) {
-    case CmpOp::kEq:
-      return Equals(a, b);
-    case CmpOp::kNe:
-      return !Equals(a, b);
-    case CmpOp::kIn:
-      return Contains(b, a);
-    case CmpOp::kNotIn: {
-      MX_ASSIGN_OR_RETURN(bool in, Contains(b, a));
-      return !in;
-    }
-    default:
-      break;
+Result<bool> Compare(Runtime& rt, CmpOp op, const Value& a, const Value& b) {
+  if (op == CmpOp::kIn) return Contains(rt, b, a);
+  if (op == CmpOp::kNotIn) {
+    MX_ASSIGN_OR_RETURN(bool in, Contains(rt, b, a));
+    return !in;
   }
+  MX_RETURN_IF_ERROR(rt.ChargeWeight(std::min(a.weight(), b.weight())));
+  if (op == CmpOp::kEq) return Equals(a, b);
+  if (op == CmpOp::kNe) return !Equals(a, b);
   MX_ASSIGN_OR_RETURN(int c, Order(a, b, op, Value::kMaxReprDepth));
   if (c == 2) return false;
   switch (op) {
@@ -377,7 +377,8 @@ Result<bool> Compare(CmpOp op, const Value& a, const Value& b) {
   }
 }
 
-Result<bool> Contains(const Value& container, const Value& item) {
+Result<bool> Contains(Runtime& rt, const Value& container, const Value& item) {
+  MX_RETURN_IF_ERROR(rt.ChargeWeight(container.weight() + item.weight()));
   switch (container.kind()) {
     case Value::Kind::kUndefined:
       return false;
@@ -385,7 +386,7 @@ Result<bool> Contains(const Value& container, const Value& item) {
       if (!item.is_string()) {
         return TypeError("'in <string>' requires string as left operand, not " + TypeNameOf(item));
       }
-      return container.as_string().find(item.as_string()) != std::string::npos;
+      return FindSubstring(container.as_string(), item.as_string()) != std::string::npos;
     case Value::Kind::kList:
       for (const Value& v : container.as_list()) {
         if (Equals(v, item)) return true;
@@ -520,13 +521,34 @@ Result<Value> Slice(Runtime& rt, const Value& obj, const Value& start, const Val
   return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
 }
 
-Result<ValueList> Iterate(const Value& v) {
+size_t FindSubstring(std::string_view hay, std::string_view needle, size_t from) {
+  if (from > hay.size()) return std::string_view::npos;
+  if (needle.empty()) return from;
+  // glibc's memmem is the two-way algorithm: linear, unlike std::string::find.
+  const void* p = memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+  if (p == nullptr) return std::string_view::npos;
+  return static_cast<size_t>(static_cast<const char*>(p) - hay.data());
+}
+
+size_t RFindSubstring(std::string_view hay, std::string_view needle) {
+  if (needle.size() > hay.size()) return std::string_view::npos;
+  if (needle.empty()) return hay.size();
+  const std::string rhay(hay.rbegin(), hay.rend());
+  const std::string rneedle(needle.rbegin(), needle.rend());
+  const size_t p = FindSubstring(rhay, rneedle);
+  if (p == std::string_view::npos) return p;
+  return hay.size() - p - needle.size();
+}
+
+Result<ValueList> Iterate(Runtime& rt, const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return ValueList{};
     case Value::Kind::kList:
+      MX_RETURN_IF_ERROR(rt.Charge(v.as_list().size() / 16));
       return v.as_list();
     case Value::Kind::kDict: {
+      MX_RETURN_IF_ERROR(rt.Charge(v.as_dict().size() / 16));
       ValueList keys;
       keys.reserve(v.as_dict().size());
       for (const auto& [k, val] : v.as_dict().items()) keys.push_back(k);
@@ -535,6 +557,7 @@ Result<ValueList> Iterate(const Value& v) {
     case Value::Kind::kString: {
       ValueList chars;
       const std::string& s = v.as_string();
+      MX_RETURN_IF_ERROR(rt.CheckItems(s.size()));
       if (py::IsAscii(s)) {
         for (char c : s) chars.push_back(Value::String(std::string(1, c)));
       } else {

@@ -40,11 +40,12 @@ Value MissingElement(const Value& obj, const Value& key);
 Result<Value> Binary(Runtime& rt, BinOp op, const Value& a, const Value& b);
 Result<Value> Negate(const Value& v);
 Result<Value> Positive(const Value& v);
-// <, <=, >, >= (TypeError for unorderable operands).
-Result<bool> Less(const Value& a, const Value& b);
-Result<bool> Compare(CmpOp op, const Value& a, const Value& b);
+// a < b (TypeError for unorderable operands). Comparisons charge `rt` for
+// the elements they may visit (Value::weight()).
+Result<bool> Less(Runtime& rt, const Value& a, const Value& b);
+Result<bool> Compare(Runtime& rt, CmpOp op, const Value& a, const Value& b);
 // `item in container`.
-Result<bool> Contains(const Value& container, const Value& item);
+Result<bool> Contains(Runtime& rt, const Value& container, const Value& item);
 
 // jinja2's sandboxed `obj.name` (attributes / methods first, then items) and
 // `obj[key]` (items first, then attributes). Missing ones are Undefined;
@@ -58,7 +59,12 @@ Result<Value> Slice(Runtime& rt, const Value& obj, const Value& start, const Val
 
 // The items `for x in v` visits: list / tuple items, dict keys, str characters;
 // nothing for Undefined; TypeError ("'NoneType' object is not iterable") else.
-Result<ValueList> Iterate(const Value& v);
+// Charges `rt` for the items (a string's characters count against max_items).
+Result<ValueList> Iterate(Runtime& rt, const Value& v);
+// Substring search in linear time (Python's find semantics on bytes);
+// npos when absent. Charges nothing.
+size_t FindSubstring(std::string_view hay, std::string_view needle, size_t from = 0);
+size_t RFindSubstring(std::string_view hay, std::string_view needle);
 // len(v): TypeError ("object of type 'NoneType' has no len()") when it has none.
 Result<int64_t> Length(const Value& v);
 
@@ -73,8 +79,10 @@ bool HasMethod(const Value& self, std::string_view name, bool* unsafe);
 // markupsafe.escape() of str(v): & < > ' " as entities.
 std::string EscapeHtml(std::string_view s);
 
-// Python's str % args.
-Result<std::string> PercentFormat(Runtime& rt, std::string_view format, const Value& args);
+// Python's str % args. With `escape_args` (a Markup format) the text of %s /
+// %r arguments that are not Markup is HTML-escaped, as markupsafe does.
+Result<std::string> PercentFormat(Runtime& rt, std::string_view format, const Value& args,
+                                  bool escape_args = false);
 // Python's str.format(*args, **kwargs) (sandboxed: attribute lookups go through GetAttr).
 Result<std::string> BraceFormat(Runtime& rt, std::string_view format, const CallArgs& args);
 

@@ -268,6 +268,12 @@ class Parser {
       return Status::NotSupported("line " + std::to_string(line) + ": tag '" + tag +
                                   "' is not supported (chat templates are rendered standalone)");
     }
+    static constexpr std::string_view kKnown[] = {"for",   "if",       "set",       "macro",
+                                                  "call",  "filter",   "with",      "print",
+                                                  "break", "continue", "generation"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), tag) == std::end(kKnown)) {
+      return FailUnknownTag(tag, line);
+    }
     tag_stack_.push_back(tag);
     Status st = ParseStatementBody(tag, line, body);
     tag_stack_.pop_back();
@@ -492,7 +498,9 @@ class Parser {
       return t;
     }
     if (Cur().type != TokenType::kName) {
-      return Fail("can't assign to '" + Describe(Cur()) + "'");
+      const bool literal = Cur().type == TokenType::kString || Cur().type == TokenType::kInteger ||
+                           Cur().type == TokenType::kFloat;
+      return Fail("can't assign to '" + (literal ? std::string("const") : Describe(Cur())) + "'");
     }
     const std::string& n = Cur().text;
     if (n == "true" || n == "false" || n == "True" || n == "False" || n == "none" || n == "None") {
@@ -892,7 +900,6 @@ class Parser {
       args.push_back(std::move(arg));
     }
     MX_RETURN_IF_ERROR(ExpectOp("]"));
-    if (args.empty()) return Fail("expected subscript expression", at.line);
     ExprPtr e = NewExpr(ExprKind::kGetItem, at);
     e->children.push_back(std::move(node));
     if (args.size() == 1) {

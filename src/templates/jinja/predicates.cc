@@ -50,13 +50,15 @@ MX_SIMPLE_TEST(TIterable, "iterable",
 
 Result<bool> TLower(Runtime& rt, const Value& v, const CallArgs& args) {
   MX_RETURN_IF_ERROR(NoArgs("lower", args));
-  MX_ASSIGN_OR_RETURN(Value r, CallMethod(rt, Value::String(v.Str()), "islower", CallArgs{}));
+  MX_ASSIGN_OR_RETURN(Value r, CallMethod(rt, v.is_string() ? v : Value::String(v.Str(1 << 20)),
+                                          "islower", CallArgs{}));
   return r.as_bool();
 }
 
 Result<bool> TUpper(Runtime& rt, const Value& v, const CallArgs& args) {
   MX_RETURN_IF_ERROR(NoArgs("upper", args));
-  MX_ASSIGN_OR_RETURN(Value r, CallMethod(rt, Value::String(v.Str()), "isupper", CallArgs{}));
+  MX_ASSIGN_OR_RETURN(Value r, CallMethod(rt, v.is_string() ? v : Value::String(v.Str(1 << 20)),
+                                          "isupper", CallArgs{}));
   return r.as_bool();
 }
 
@@ -98,9 +100,9 @@ Result<bool> TSameAs(Runtime&, const Value& v, const CallArgs& args) {
   }
 }
 
-Result<bool> TIn(Runtime&, const Value& v, const CallArgs& args) {
+Result<bool> TIn(Runtime& rt, const Value& v, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(auto a, BindArgs("in", args, {"seq"}, 1));
-  return Contains(*a[0], v);
+  return Contains(rt, *a[0], v);
 }
 
 Result<bool> TFilter(Runtime&, const Value& v, const CallArgs& args) {
@@ -114,9 +116,9 @@ Result<bool> TTest(Runtime&, const Value& v, const CallArgs& args) {
 }
 
 template <CmpOp op>
-Result<bool> TCompare(Runtime&, const Value& v, const CallArgs& args) {
+Result<bool> TCompare(Runtime& rt, const Value& v, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Value other, OneArg("compare", args));
-  return Compare(op, v, other);
+  return Compare(rt, op, v, other);
 }
 
 struct TestEntry {

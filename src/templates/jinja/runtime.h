@@ -43,12 +43,19 @@ class Runtime {
   virtual ~Runtime() = default;
   // Counts `units` of work against Limits::max_steps (ResourceExhausted past it).
   virtual Status Charge(uint64_t units) = 0;
+  // Charges a deep operation (==, <, in, hashing) over values of this weight
+  // (Value::weight()): one step per 8 units.
+  Status ChargeWeight(uint64_t weight) { return Charge(weight / 8); }
   // Fails with ResourceExhausted when a string of `bytes` is larger than the
   // largest value a template may build (Limits::max_output_bytes); charges it.
   virtual Status CheckString(size_t bytes) = 0;
   // Same for a list or dict of `n` items (Limits::max_items).
   virtual Status CheckItems(size_t n) = 0;
   virtual size_t max_string_bytes() const = 0;
+  // Python's str() / repr() of `v`, failing (ResourceExhausted) rather than
+  // building text larger than max_string_bytes(); charges its size.
+  virtual Result<std::string> ToStr(const Value& v) = 0;
+  virtual Result<std::string> ToRepr(const Value& v) = 0;
   // Calls a callable value (macro, global, bound method).
   virtual Result<Value> CallValue(const Value& callee, CallArgs args) = 0;
   // Applies the filter / test `name` as `input | name(args)` / `input is name(args)`.

@@ -29,11 +29,20 @@ uint32_t MaxDepth(const ValueList& items) {
   return d + 1;
 }
 
-void AppendItems(std::string& out, const ValueList& items, int depth) {
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ", ";
-    out += items[i].Repr(depth);
-  }
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+uint64_t TotalWeight(const ValueList& items) {
+  uint64_t w = 1;
+  for (const Value& v : items) w = SaturatingAdd(w, v.weight());
+  return w;
+}
+
+std::shared_ptr<ListData> NewListData(ValueList items) {
+  auto data = std::make_shared<ListData>();
+  data->depth = MaxDepth(items);
+  data->weight = TotalWeight(items);
+  data->items = std::move(items);
+  return data;
 }
 
 }  // namespace
@@ -88,24 +97,14 @@ Value Value::Markup(std::string s) {
   MX_JINJA_MAKE(Kind::kString, kMarkupFlag, std::make_shared<const std::string>(std::move(s)));
 }
 
-Value Value::List(ValueList items) {
-  auto data = std::make_shared<ListData>();
-  data->depth = MaxDepth(items);
-  data->items = std::move(items);
-  MX_JINJA_MAKE(Kind::kList, 0, std::move(data));
-}
+Value Value::List(ValueList items) { MX_JINJA_MAKE(Kind::kList, 0, NewListData(std::move(items))); }
 
 Value Value::Tuple(ValueList items) {
-  auto data = std::make_shared<ListData>();
-  data->depth = MaxDepth(items);
-  data->items = std::move(items);
-  MX_JINJA_MAKE(Kind::kList, kTupleFlag, std::move(data));
+  MX_JINJA_MAKE(Kind::kList, kTupleFlag, NewListData(std::move(items)));
 }
 
 Value Value::Iterator(ValueList items, std::string_view type_name) {
-  auto data = std::make_shared<ListData>();
-  data->depth = MaxDepth(items);
-  data->items = std::move(items);
+  auto data = NewListData(std::move(items));
   data->iterator_type = std::string(type_name);
   MX_JINJA_MAKE(Kind::kList, kIteratorFlag, std::move(data));
 }
@@ -197,6 +196,19 @@ uint32_t Value::depth() const {
   }
 }
 
+uint64_t Value::weight() const {
+  switch (kind_) {
+    case Kind::kString:
+      return 1 + as_string().size() / 64;
+    case Kind::kList:
+      return static_cast<const ListData*>(ptr_.get())->weight;
+    case Kind::kDict:
+      return static_cast<const Dict*>(ptr_.get())->weight();
+    default:
+      return 1;
+  }
+}
+
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
@@ -226,72 +238,97 @@ bool Value::Truthy() const {
   return false;
 }
 
-std::string Value::Str() const {
+std::string Value::Str(size_t max_bytes) const {
   switch (kind_) {
     case Kind::kUndefined:
       return "";
     case Kind::kString:
       return as_string();
     default:
-      return Repr();
+      return Repr(kMaxReprDepth, max_bytes);
   }
 }
 
-std::string Value::Repr(int depth) const {
-  if (depth <= 0) return "...";
+std::string Value::Repr(int depth, size_t max_bytes) const {
+  std::string out;
+  AppendRepr(out, depth, max_bytes);
+  return out;
+}
+
+void Value::AppendRepr(std::string& out, int depth, size_t max_bytes) const {
+  if (out.size() > max_bytes) return;
+  if (depth <= 0) {
+    out += "...";
+    return;
+  }
   switch (kind_) {
     case Kind::kUndefined:
-      return "Undefined";
+      out += "Undefined";
+      return;
     case Kind::kNone:
-      return "None";
+      out += "None";
+      return;
     case Kind::kBool:
-      return bool_ ? "True" : "False";
+      out += bool_ ? "True" : "False";
+      return;
     case Kind::kInt:
-      return std::to_string(int_);
+      out += std::to_string(int_);
+      return;
     case Kind::kFloat:
-      return py::ReprFloat(float_);
+      out += py::ReprFloat(float_);
+      return;
     case Kind::kString:
-      if (is_markup()) return "Markup(" + py::ReprString(as_string()) + ")";
-      return py::ReprString(as_string());
+      if (is_markup()) {
+        out += "Markup(" + py::ReprString(as_string()) + ")";
+      } else {
+        out += py::ReprString(as_string());
+      }
+      return;
     case Kind::kList: {
       const ValueList& items = as_list();
-      std::string out;
+      auto append_items = [&] {
+        for (size_t i = 0; i < items.size() && out.size() <= max_bytes; ++i) {
+          if (i) out += ", ";
+          items[i].AppendRepr(out, depth - 1, max_bytes);
+        }
+      };
       if (is_iterator()) {
         const std::string_view type = iterator_type();
         if (type == "dict_items" || type == "dict_keys" || type == "dict_values") {
-          out = std::string(type) + "([";
-          AppendItems(out, items, depth - 1);
-          return out + "])";
+          out += std::string(type) + "([";
+          append_items();
+          out += "])";
+        } else {
+          out += "<" + std::string(type) + " object>";
         }
-        return "<" + std::string(type) + " object>";
+        return;
       }
-      if (is_tuple()) {
-        out = "(";
-        AppendItems(out, items, depth - 1);
-        return out + (items.size() == 1 ? ",)" : ")");
-      }
-      out = "[";
-      AppendItems(out, items, depth - 1);
-      return out + "]";
+      out += is_tuple() ? "(" : "[";
+      append_items();
+      out += is_tuple() ? (items.size() == 1 ? ",)" : ")") : "]";
+      return;
     }
     case Kind::kDict: {
-      std::string out = "{";
+      out += "{";
       bool first = true;
       for (const auto& [k, v] : as_dict().items()) {
+        if (out.size() > max_bytes) break;
         if (!first) out += ", ";
         first = false;
-        out += k.Repr(depth - 1);
+        k.AppendRepr(out, depth - 1, max_bytes);
         out += ": ";
-        out += v.Repr(depth - 1);
+        v.AppendRepr(out, depth - 1, max_bytes);
       }
-      return out + "}";
+      out += "}";
+      return;
     }
     case Kind::kCallable:
-      return static_cast<const Callable*>(ptr_.get())->Repr();
+      out += static_cast<const Callable*>(ptr_.get())->Repr();
+      return;
     case Kind::kObject:
-      return static_cast<const Object*>(ptr_.get())->Repr(depth - 1);
+      static_cast<const Object*>(ptr_.get())->AppendRepr(out, depth - 1, max_bytes);
+      return;
   }
-  return "";
 }
 
 std::string_view Value::TypeName() const {
@@ -343,6 +380,9 @@ bool EqualsDepth(const Value& a, const Value& b, int depth) {
     return x == y;
   }
   if (a.kind() != b.kind()) return false;
+  // The same storage: equal without looking (Python compares elements by
+  // identity first too), which keeps shared sub-structures cheap.
+  if ((a.is_list() || a.is_dict() || a.is_string()) && a.identity() == b.identity()) return true;
   switch (a.kind()) {
     case K::kUndefined:
     case K::kNone:
@@ -463,6 +503,7 @@ std::optional<size_t> Dict::Position(const Value& key) const {
 
 void Dict::Set(Value key, Value value) {
   depth_ = std::max({depth_, key.depth() + 1, value.depth() + 1});
+  weight_ = SaturatingAdd(weight_, SaturatingAdd(key.weight(), value.weight()));
   if (const std::optional<size_t> pos = Position(key)) {
     items_[*pos].second = std::move(value);
     return;
@@ -485,8 +526,24 @@ std::optional<Value> Namespace::GetAttr(std::string_view name) const {
   return *v;
 }
 
-std::string Namespace::Repr(int depth) const {
-  return "<Namespace " + Value::FromDict(attrs_).Repr(depth) + ">";
+void Namespace::AppendRepr(std::string& out, int depth, size_t max_bytes) const {
+  if (in_repr_) {
+    out += "<Namespace {...}>";
+    return;
+  }
+  in_repr_ = true;
+  out += "<Namespace {";
+  bool first = true;
+  for (const auto& [k, v] : attrs_.items()) {
+    if (out.size() > max_bytes) break;
+    if (!first) out += ", ";
+    first = false;
+    k.AppendRepr(out, depth, max_bytes);
+    out += ": ";
+    v.AppendRepr(out, depth, max_bytes);
+  }
+  out += "}>";
+  in_repr_ = false;
 }
 
 }  // namespace mx::jinja

@@ -50,7 +50,8 @@ class Object {
   virtual std::string ObjectTypeRepr() const = 0;
   // The attribute `name`, or nullopt when there is none.
   virtual std::optional<Value> GetAttr(std::string_view name) const = 0;
-  virtual std::string Repr(int depth) const = 0;
+  // Appends repr(); stops once `out` is longer than `max_bytes`.
+  virtual void AppendRepr(std::string& out, int depth, size_t max_bytes) const = 0;
   // Drops references to other values (breaks reference cycles at the end of a
   // render). The object stays valid and empty.
   virtual void Clear() = 0;
@@ -138,17 +139,25 @@ class Value {
 
   // Nesting depth of lists and dicts (a scalar is 0). Objects count as 1.
   uint32_t depth() const;
+  // What a deep operation (==, <, hashing) may cost on this value: 1 per
+  // element, counting shared sub-structures once per reference, plus 1 per 64
+  // bytes of strings; saturates. Objects count as 1 (compared by identity).
+  uint64_t weight() const;
 
   // Python truthiness.
   bool Truthy() const;
   // Python's str(): "None", "True", "1.0", repr of containers; "" for Undefined.
-  std::string Str() const;
-  // Python's repr(); deep structures are cut off with "..." below `depth` 0.
-  std::string Repr(int depth = kMaxReprDepth) const;
+  // Printing stops once the text is longer than `max_bytes` (the result is then
+  // cut short: callers that care check its size against their limit).
+  std::string Str(size_t max_bytes = kMaxReprBytes) const;
+  // Python's repr(); nesting deeper than `depth` prints as "...".
+  std::string Repr(int depth = kMaxReprDepth, size_t max_bytes = kMaxReprBytes) const;
+  void AppendRepr(std::string& out, int depth, size_t max_bytes) const;
   // type(x).__name__: "str", "int", "NoneType", "list", "dict", "Undefined", ...
   std::string_view TypeName() const;
 
   static constexpr int kMaxReprDepth = 200;
+  static constexpr size_t kMaxReprBytes = size_t{64} << 20;
 
  private:
   static constexpr uint8_t kMarkupFlag = 1;
@@ -190,6 +199,7 @@ class Dict {
   // compared by ==).
   void Set(Value key, Value value);
   uint32_t depth() const { return depth_; }
+  uint64_t weight() const { return weight_; }
 
  private:
   std::optional<size_t> Position(const Value& key) const;
@@ -197,12 +207,14 @@ class Dict {
   // Key hash -> position; built once the dict is large enough to matter.
   std::unordered_multimap<uint64_t, size_t> index_;
   uint32_t depth_ = 1;
+  uint64_t weight_ = 1;
 };
 
 // What a list Value stores.
 struct ListData {
   ValueList items;
   uint32_t depth = 1;
+  uint64_t weight = 1;
   std::string iterator_type;  // for iterators only
 };
 
@@ -212,7 +224,7 @@ class Namespace final : public Object {
   std::string_view TypeName() const override { return "Namespace"; }
   std::string ObjectTypeRepr() const override { return "jinja2.utils.Namespace object"; }
   std::optional<Value> GetAttr(std::string_view name) const override;
-  std::string Repr(int depth) const override;
+  void AppendRepr(std::string& out, int depth, size_t max_bytes) const override;
   void Clear() override { attrs_ = Dict(); }
   void Set(std::string name, Value value) {
     attrs_.Set(Value::String(std::move(name)), std::move(value));
@@ -221,6 +233,9 @@ class Namespace final : public Object {
 
  private:
   Dict attrs_;
+  // Set while this namespace is being printed: a namespace that holds itself
+  // prints as "<Namespace {...}>" inside, as Python's reprlib guard does.
+  mutable bool in_repr_ = false;
 };
 
 }  // namespace mx::jinja
