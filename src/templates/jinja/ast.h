@@ -101,7 +101,7 @@ struct MacroDef {
 enum class StmtKind : uint8_t {
   kData,         // text
   kOutput,       // exprs[0]: printed
-  kIf,           // exprs[0]: test; body; else_body (an elif is a nested kIf)
+  kIf,           // exprs: the if / elif tests; branches: their bodies; else_body
   kFor,          // target; exprs[0]: iterable, exprs[1]: filter (may be null); body; else_body
   kSet,          // target; exprs[0]: value
   kSetBlock,     // target; filter (may be null); body
@@ -122,6 +122,7 @@ struct Stmt {
   Target target;
   std::vector<Target> targets;
   Body body;
+  std::vector<Body> branches;
   Body else_body;
   bool recursive = false;
   ExprPtr filter;

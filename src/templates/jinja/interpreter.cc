@@ -18,23 +18,39 @@ constexpr int kMaxEvalDepth = 1000;
 
 // ---- Scope -------------------------------------------------------------------
 
+namespace {
+constexpr size_t kScopeIndexThreshold = 16;
+}  // namespace
+
+const Value* Scope::FindHere(int symbol) const {
+  if (!index_.empty()) {
+    auto it = index_.find(symbol);
+    return it == index_.end() ? nullptr : &vars_[it->second].second;
+  }
+  for (const auto& [sym, value] : vars_) {
+    if (sym == symbol) return &value;
+  }
+  return nullptr;
+}
+
 const Value* Scope::Find(int symbol) const {
   for (const Scope* s = this; s != nullptr; s = s->parent_.get()) {
-    for (const auto& [sym, value] : s->vars_) {
-      if (sym == symbol) return &value;
-    }
+    if (const Value* v = s->FindHere(symbol)) return v;
   }
   return nullptr;
 }
 
 void Scope::Set(int symbol, Value value) {
-  for (auto& [sym, v] : vars_) {
-    if (sym == symbol) {
-      v = std::move(value);
-      return;
-    }
+  if (const Value* v = FindHere(symbol)) {
+    *const_cast<Value*>(v) = std::move(value);
+    return;
   }
   vars_.emplace_back(symbol, std::move(value));
+  if (!index_.empty()) {
+    index_.emplace(symbol, vars_.size() - 1);
+  } else if (vars_.size() >= kScopeIndexThreshold) {
+    for (size_t i = 0; i < vars_.size(); ++i) index_.emplace(vars_[i].first, i);
+  }
 }
 
 // ---- callables and the loop object -----------------------------------------
@@ -253,8 +269,11 @@ Result<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, const ScopePtr& s
       return Flow::kNormal;
     }
     case StmtKind::kIf: {
-      MX_ASSIGN_OR_RETURN(Value test, Eval(*s.exprs[0], scope));
-      return ExecBody(test.Truthy() ? s.body : s.else_body, scope);
+      for (size_t i = 0; i < s.exprs.size(); ++i) {
+        MX_ASSIGN_OR_RETURN(Value test, Eval(*s.exprs[i], scope));
+        if (test.Truthy()) return ExecBody(s.branches[i], scope);
+      }
+      return ExecBody(s.else_body, scope);
     }
     case StmtKind::kFor:
       return ExecFor(s, scope);

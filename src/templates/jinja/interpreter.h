@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,12 +26,18 @@ class Scope {
   void Set(int symbol, Value value);
   void Clear() {
     vars_.clear();
+    index_.clear();
     parent_.reset();
   }
 
  private:
+  const Value* FindHere(int symbol) const;
+
   std::shared_ptr<Scope> parent_;
   std::vector<std::pair<int, Value>> vars_;
+  // symbol -> position in vars_, built once a scope holds many names (the top
+  // level of a large template) so that lookups stay O(1).
+  std::unordered_map<int, size_t> index_;
 };
 using ScopePtr = std::shared_ptr<Scope>;
 

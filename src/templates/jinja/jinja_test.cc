@@ -515,6 +515,47 @@ TEST(JinjaLimitsTest, DeepBlockNestingIsRefusedAtParse) {
   EXPECT_TRUE(Template::Parse("{{ " + std::string(5000, 'n') + " }}").ok());  // only depth counts
 }
 
+TEST(JinjaLimitsTest, LongOperatorChainsAreRefusedAtParse) {
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 5000; ++i) sum += " + 1";
+  EXPECT_FALSE(Template::Parse(sum + " }}").ok());
+  std::string filters = "{{ 'x'";
+  for (int i = 0; i < 5000; ++i) filters += "|trim";
+  EXPECT_FALSE(Template::Parse(filters + " }}").ok());
+  std::string cond = "{{ 1";
+  for (int i = 0; i < 5000; ++i) cond += " if 1 else 1";
+  EXPECT_FALSE(Template::Parse(cond + " }}").ok());
+  EXPECT_EQ(Render("{{ 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 }}"), "10");
+}
+
+TEST(JinjaLimitsTest, LongElifChainsAreFlat) {
+  std::string src = "{% if n == 0 %}0";
+  for (int i = 1; i < 5000; ++i)
+    src += "{% elif n == " + std::to_string(i) + " %}" + std::to_string(i);
+  src += "{% else %}other{% endif %}";
+  EXPECT_EQ(Render(src, R"({"n": 4999})"), "4999");
+  EXPECT_EQ(Render(src, R"({"n": 5000})"), "other");
+}
+
+TEST(JinjaLimitsTest, DeeplyNestedValuesAreFreedWithoutRecursion) {
+  EXPECT_EQ(Render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+                   "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|length }}"),
+            "1");
+  EXPECT_EQ(Render("{% set ns = namespace(x={}) %}{% for i in range(100000) %}"
+                   "{% set ns.x = {'k': ns.x} %}{% endfor %}{{ ns.x|length }}"),
+            "1");
+}
+
+TEST(JinjaLimitsTest, ManyVariablesStayFast) {
+  std::string src;
+  for (int i = 0; i < 20000; ++i)
+    src += "{% set v" + std::to_string(i) + " = " + std::to_string(i) + " %}";
+  src += "{% for i in range(50000) %}{{ v19999 if false }}{% endfor %}{{ v19999 }}";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Render(src), "19999");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(JinjaLimitsTest, MacroRecursionIsBounded) {
   const Status st = RenderStatus("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_TRUE(IsResourceExhausted(st)) << st.ToString();

@@ -293,24 +293,15 @@ Status Parser::ParseIf(Stmt& s) {
   Advance();
   SoftScope soft(*this, true);
   s.kind = StmtKind::kIf;
-  Stmt* node = &s;
+  // if / elif / elif ... are one node with a branch per test (no nesting).
   while (true) {
     MX_ASSIGN_OR_RETURN(ExprPtr test, ParseTuple(false, /*with_condexpr=*/false, {}, false));
-    node->exprs.push_back(std::move(test));
-    MX_ASSIGN_OR_RETURN(node->body, ParseStatements({"elif", "else", "endif"}, false));
-    if (IsName("elif")) {
-      Advance();
-      auto elif = std::make_unique<Stmt>();
-      elif->kind = StmtKind::kIf;
-      elif->line = Cur().line;
-      Stmt* next = elif.get();
-      node->else_body.push_back(std::move(elif));
-      node = next;
-      continue;
-    }
-    if (IsName("else")) {
-      Advance();
-      MX_ASSIGN_OR_RETURN(node->else_body, ParseStatements({"endif"}, true));
+    s.exprs.push_back(std::move(test));
+    MX_ASSIGN_OR_RETURN(Body body, ParseStatements({"elif", "else", "endif"}, false));
+    s.branches.push_back(std::move(body));
+    if (SkipName("elif")) continue;
+    if (SkipName("else")) {
+      MX_ASSIGN_OR_RETURN(s.else_body, ParseStatements({"endif"}, true));
       return Status::Ok();
     }
     Advance();  // endif

@@ -12,13 +12,17 @@ Result<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
 
 Result<ExprPtr> Parser::ParseCondExpr() {
   MX_ASSIGN_OR_RETURN(ExprPtr expr1, ParseOr());
+  ChainGuard chain(*this);
   while (IsName("if")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     Advance();
     SoftScope soft(*this, true);
     MX_ASSIGN_OR_RETURN(ExprPtr cond, ParseOr());
     ExprPtr expr3;
     if (SkipName("else")) {
+      DepthGuard guard(*this);  // `a if b else c if d else ...` recurses here
+      if (guard.too_deep()) return TooDeep();
       MX_ASSIGN_OR_RETURN(expr3, ParseCondExpr());
     }
     ExprPtr e = NewExpr(ExprKind::kCondExpr, at);
@@ -32,7 +36,9 @@ Result<ExprPtr> Parser::ParseCondExpr() {
 
 Result<ExprPtr> Parser::ParseOr() {
   MX_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
+  ChainGuard chain(*this);
   while (IsName("or")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     Advance();
     MX_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
@@ -46,7 +52,9 @@ Result<ExprPtr> Parser::ParseOr() {
 
 Result<ExprPtr> Parser::ParseAnd() {
   MX_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
+  ChainGuard chain(*this);
   while (IsName("and")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     Advance();
     MX_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
@@ -121,7 +129,9 @@ ExprPtr Parser::Binary(BinOp op, const Token& at, ExprPtr left, ExprPtr right) c
 
 Result<ExprPtr> Parser::ParseMath1() {
   MX_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
+  ChainGuard chain(*this);
   while (IsOp("+") || IsOp("-")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     const BinOp op = IsOp("+") ? BinOp::kAdd : BinOp::kSub;
     Advance();
@@ -146,7 +156,9 @@ Result<ExprPtr> Parser::ParseConcat() {
 
 Result<ExprPtr> Parser::ParseMath2() {
   MX_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
+  ChainGuard chain(*this);
   while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     const BinOp op = IsOp("*")    ? BinOp::kMul
                      : IsOp("/")  ? BinOp::kDiv
@@ -161,7 +173,9 @@ Result<ExprPtr> Parser::ParseMath2() {
 
 Result<ExprPtr> Parser::ParsePow() {
   MX_ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
+  ChainGuard chain(*this);
   while (IsOp("**")) {
+    if (!chain.Grow()) return TooDeep();
     const Token at = Cur();
     Advance();
     MX_ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
@@ -304,7 +318,9 @@ Result<ExprPtr> Parser::ParseDict() {
 }
 
 Result<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    if ((IsOp(".") || IsOp("[") || IsOp("(")) && !chain.Grow()) return TooDeep();
     if (IsOp(".") || IsOp("[")) {
       MX_ASSIGN_OR_RETURN(node, ParseSubscript(std::move(node)));
     } else if (IsOp("(")) {
@@ -316,7 +332,9 @@ Result<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
 }
 
 Result<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    if ((IsOp("|") || IsName("is") || IsOp("(")) && !chain.Grow()) return TooDeep();
     if (IsOp("|")) {
       MX_ASSIGN_OR_RETURN(node, ParseFilterChain(std::move(node), false));
     } else if (IsName("is")) {
@@ -446,7 +464,9 @@ Result<std::string> Parser::ParseDottedName() {
 }
 
 Result<ExprPtr> Parser::ParseFilterChain(ExprPtr node, bool start_inline) {
+  ChainGuard chain(*this);
   while (IsOp("|") || start_inline) {
+    if (!chain.Grow()) return TooDeep();
     if (!start_inline) Advance();
     start_inline = false;
     const Token at = Cur();

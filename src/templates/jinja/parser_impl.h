@@ -75,6 +75,24 @@ class Parser {
     return Fail("template nesting too deep (limit " + std::to_string(max_nesting_) + ")");
   }
 
+  // Counts each node a loop wraps around its result (a + b + c, x|f|g, a.b.c)
+  // as one more level of nesting, so that long chains cannot build a tree
+  // deeper than max_nesting (evaluating and freeing it recurses).
+  class ChainGuard {
+   public:
+    explicit ChainGuard(Parser& p) : p_(p) {}
+    ~ChainGuard() { p_.depth_ -= n_; }
+    bool Grow() {
+      ++n_;
+      ++p_.depth_;
+      return p_.depth_ <= p_.max_nesting_;
+    }
+
+   private:
+    Parser& p_;
+    int n_ = 0;
+  };
+
   // Saves and restores whether we are inside an `if` (jinja2's soft frame).
   class SoftScope {
    public:

@@ -456,11 +456,12 @@ uint64_t HashKey(const Value& v, int depth) {
   }
 }
 
-bool IsHashable(const Value& v) {
+bool IsHashable(const Value& v, int depth) {
   if (v.is_dict() || (v.is_list() && !v.is_tuple())) return false;
   if (v.is_tuple()) {
+    if (depth <= 0) return false;
     for (const Value& item : v.as_list()) {
-      if (!IsHashable(item)) return false;
+      if (!IsHashable(item, depth - 1)) return false;
     }
   }
   return true;
@@ -515,6 +516,58 @@ void Dict::Set(Value key, Value value) {
     for (size_t i = 0; i < items_.size(); ++i) {
       index_.emplace(HashKey(items_[i].first, Value::kMaxReprDepth), i);
     }
+  }
+}
+
+// ---- freeing nested values ---------------------------------------------------
+
+void Value::StealChildren(Value& v, std::vector<Value>& work) {
+  if (v.ptr_.use_count() != 1) return;  // someone else still holds it: not ours to empty
+  if (v.kind_ == Kind::kList) {
+    auto* data = const_cast<ListData*>(static_cast<const ListData*>(v.ptr_.get()));
+    for (Value& item : data->items) work.push_back(std::move(item));
+    data->items.clear();
+  } else if (v.kind_ == Kind::kDict) {
+    auto* dict = const_cast<Dict*>(static_cast<const Dict*>(v.ptr_.get()));
+    for (auto& [k, val] : dict->items_) {
+      work.push_back(std::move(k));
+      work.push_back(std::move(val));
+    }
+    dict->items_.clear();
+    dict->index_.clear();
+  }
+}
+
+ListData::~ListData() {
+  // Only nested containers can make destruction recurse.
+  if (std::none_of(items.begin(), items.end(),
+                   [](const Value& v) { return v.is_list() || v.is_dict(); })) {
+    return;
+  }
+  std::vector<Value> work = std::move(items);
+  while (!work.empty()) {
+    Value v = std::move(work.back());
+    work.pop_back();
+    Value::StealChildren(v, work);
+  }
+}
+
+Dict::~Dict() {
+  if (std::none_of(items_.begin(), items_.end(), [](const auto& kv) {
+        return kv.first.is_list() || kv.second.is_list() || kv.second.is_dict();
+      })) {
+    return;
+  }
+  std::vector<Value> work;
+  for (auto& [k, v] : items_) {
+    work.push_back(std::move(k));
+    work.push_back(std::move(v));
+  }
+  items_.clear();
+  while (!work.empty()) {
+    Value v = std::move(work.back());
+    work.pop_back();
+    Value::StealChildren(v, work);
   }
 }
 

@@ -160,6 +160,12 @@ class Value {
   static constexpr size_t kMaxReprBytes = size_t{64} << 20;
 
  private:
+  friend struct ListData;
+  friend class Dict;
+  // When `v` is the only reference to a list or dict, moves its elements into
+  // `work` (leaving it empty), so that freeing nested values needs no recursion.
+  static void StealChildren(Value& v, std::vector<Value>& work);
+
   static constexpr uint8_t kMarkupFlag = 1;
   static constexpr uint8_t kTupleFlag = 1;
   static constexpr uint8_t kIteratorFlag = 2;
@@ -182,13 +188,20 @@ bool Equals(const Value& a, const Value& b);
 
 // Python's hash() as far as dict keys need it: equal keys hash equal.
 uint64_t HashKey(const Value& v, int depth = Value::kMaxReprDepth);
-// False for list, dict and tuples holding them (Python: "unhashable type").
-bool IsHashable(const Value& v);
+// False for list, dict and tuples holding them (Python: "unhashable type"),
+// and for tuples nested deeper than Value::kMaxReprDepth.
+bool IsHashable(const Value& v, int depth = Value::kMaxReprDepth);
 
 // An insertion-ordered dict with Python key equality.
 class Dict {
  public:
   Dict() = default;
+  Dict(const Dict&) = default;
+  Dict(Dict&&) = default;
+  Dict& operator=(const Dict&) = default;
+  Dict& operator=(Dict&&) = default;
+  // Frees nested values iteratively (any depth).
+  ~Dict();
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
@@ -202,6 +215,7 @@ class Dict {
   uint64_t weight() const { return weight_; }
 
  private:
+  friend class Value;  // StealChildren empties a dict it solely owns
   std::optional<size_t> Position(const Value& key) const;
   std::vector<std::pair<Value, Value>> items_;
   // Key hash -> position; built once the dict is large enough to matter.
@@ -212,6 +226,12 @@ class Dict {
 
 // What a list Value stores.
 struct ListData {
+  ListData() = default;
+  ListData(const ListData&) = delete;
+  ListData& operator=(const ListData&) = delete;
+  // Frees nested values iteratively (any depth).
+  ~ListData();
+
   ValueList items;
   uint32_t depth = 1;
   uint64_t weight = 1;
