@@ -177,6 +177,7 @@ Result<Dict> DictFromArgs(Runtime& rt, std::string_view fn, const CallArgs& args
   }
   if (!args.positional.empty()) {
     const Value& src = args.positional[0];
+    if (src.is_undefined()) return UndefinedError(src);  // dict() looks up src.keys
     if (src.is_dict()) {
       d = src.as_dict();
     } else {

@@ -25,6 +25,14 @@ Result<Value> SoftStr(Runtime& rt, const Value& v) {
   return Value::String(std::move(s));
 }
 
+Result<bool> StrictBoolParam(const std::optional<Value>& v, bool dflt) {
+  if (!v) return dflt;
+  if (IsIntLike(*v)) return IntOf(*v) != 0;
+  if (v->is_undefined()) return UndefinedError(*v);
+  return TypeError("'" + std::string(v->TypeName()) +
+                   "' object cannot be interpreted as an integer");
+}
+
 Result<int64_t> IntParam(std::string_view filter, const std::optional<Value>& v, int64_t dflt) {
   if (!v || v->is_none()) return dflt;
   if (IsIntLike(*v)) return IntOf(*v);
@@ -204,28 +212,33 @@ Result<Value> FTruncate(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("truncate", args, {"length", "killwords", "end", "leeway"}));
   MX_ASSIGN_OR_RETURN(int64_t length, IntParam("truncate", a[0], 255));
   const bool killwords = BoolParam(a[1], false);
-  const std::string end = a[2] ? a[2]->Str() : "...";
+  const Value end = a[2] ? *a[2] : Value::String("...");
   MX_ASSIGN_OR_RETURN(int64_t leeway, IntParam("truncate", a[3], 5));
-  const std::u32string cps = in.is_string() ? py::Decode(in.as_string()) : std::u32string();
-  const auto end_len = static_cast<int64_t>(py::CodePointCount(end));
+  MX_ASSIGN_OR_RETURN(const int64_t end_len, Length(end));
   if (length < end_len) {
     return Status::InvalidArgument("expected length >= " + std::to_string(end_len) + ", got " +
                                    std::to_string(length));
   }
-  if (leeway < 0) return Status::InvalidArgument("expected leeway >= 0");
+  if (leeway < 0)
+    return Status::InvalidArgument("expected leeway >= 0, got " + std::to_string(leeway));
+  // Python takes len() of the value and returns it unchanged when it is short.
+  MX_ASSIGN_OR_RETURN(const int64_t n, Length(in));
+  if (n <= length + leeway) return in;
   if (!in.is_string()) {
-    // Python takes len() of the value and returns it unchanged when it is short.
-    MX_ASSIGN_OR_RETURN(int64_t n, Length(in));
-    if (n <= length + leeway) return in;
     return TypeError("truncate: expected a string, got " + std::string(in.TypeName()));
   }
-  if (static_cast<int64_t>(cps.size()) <= length + leeway) return in;
+  if (end.is_undefined()) return UndefinedError(end);
+  if (!end.is_string()) {
+    return TypeError("can only concatenate str (not \"" + std::string(end.TypeName()) +
+                     "\") to str");
+  }
+  const std::u32string cps = py::Decode(in.as_string());
   std::u32string head = cps.substr(0, static_cast<size_t>(length - end_len));
   if (!killwords) {
     const size_t sp = head.rfind(U' ');
     if (sp != std::u32string::npos) head = head.substr(0, sp);
   }
-  return Value::String(py::Encode(head) + end);
+  return Value::String(py::Encode(head) + end.as_string());
 }
 
 Result<Value> FWordcount(Runtime& rt, const Value& in, const CallArgs& args) {
@@ -264,36 +277,28 @@ Result<Value> FFormat(Runtime& rt, const Value& in, const CallArgs& args) {
 Result<Value> FInt(Runtime& rt, const Value& in, const CallArgs& args) {
   MX_ASSIGN_OR_RETURN(Args a, BindArgs("int", args, {"default", "base"}));
   const Value dflt = a[0] ? *a[0] : Value::Int(0);
-  MX_ASSIGN_OR_RETURN(int64_t base, IntParam("int", a[1], 10));
   if (in.is_undefined()) return UndefinedError(in);
   if (IsIntLike(in)) return Value::Int(IntOf(in));
-  if (in.is_float()) {
-    const double d = in.as_float();
-    if (std::isnan(d) || std::isinf(d) || std::fabs(d) > 9.2e18) return dflt;
+  auto from_double = [&](double d) -> Result<Value> {
+    if (std::isnan(d) || std::isinf(d)) return dflt;
+    if (std::fabs(d) >= 9.2e18) return Status::NotSupported("integer overflow");
     return Value::Int(static_cast<int64_t>(d));
-  }
+  };
+  if (in.is_float()) return from_double(in.as_float());
   if (!in.is_string()) return dflt;
-  std::string s = in.as_string();
-  // Python's int(str, base): surrounding whitespace and '_' between digits allowed.
-  const auto b = s.find_first_not_of(" \t\n\r\f\v");
-  const auto e = s.find_last_not_of(" \t\n\r\f\v");
-  s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
-  std::string digits;
-  for (char c : s) {
-    if (c != '_') digits.push_back(c);
+  // int(value, base); a bad base or text falls back to int(float(value)), as
+  // jinja2's do_int does ("42.23"|int is 42), then to the default.
+  const int base = a[1] && IsIntLike(*a[1]) && IntOf(*a[1]) >= 0 && IntOf(*a[1]) <= 36
+                       ? static_cast<int>(IntOf(*a[1]))
+                       : (a[1] ? -1 : 10);
+  bool overflow = false;
+  if (base >= 0) {
+    if (std::optional<int64_t> v = py::ParseInt(in.as_string(), base, &overflow)) {
+      return Value::Int(*v);
+    }
+    if (overflow) return Status::NotSupported("integer overflow (Python ints are unbounded)");
   }
-  if (base >= 2 && base <= 36 && !digits.empty()) {
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(digits.c_str(), &end, static_cast<int>(base));
-    if (errno == 0 && end && *end == '\0') return Value::Int(v);
-  }
-  // "42.23"|int gives 42 (jinja2 falls back to int(float(value))).
-  char* end = nullptr;
-  const double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && end && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9.2e18) {
-    return Value::Int(static_cast<int64_t>(d));
-  }
+  if (std::optional<double> d = py::ParseFloat(in.as_string())) return from_double(*d);
   return dflt;
 }
 
@@ -303,20 +308,7 @@ Result<Value> FFloat(Runtime& rt, const Value& in, const CallArgs& args) {
   if (in.is_undefined()) return UndefinedError(in);
   if (in.is_number()) return Value::Float(in.as_number());
   if (!in.is_string()) return dflt;
-  const std::string& s = in.as_string();
-  const auto b = s.find_first_not_of(" \t\n\r\f\v");
-  if (b == std::string::npos) return dflt;
-  const auto e = s.find_last_not_of(" \t\n\r\f\v");
-  const std::string t = s.substr(b, e - b + 1);
-  std::string lower = py::Lower(t);
-  if (lower == "inf" || lower == "+inf" || lower == "infinity" || lower == "+infinity") {
-    return Value::Float(HUGE_VAL);
-  }
-  if (lower == "-inf" || lower == "-infinity") return Value::Float(-HUGE_VAL);
-  if (lower == "nan" || lower == "+nan" || lower == "-nan") return Value::Float(std::nan(""));
-  char* end = nullptr;
-  const double d = std::strtod(t.c_str(), &end);
-  if (end && *end == '\0' && lower.find_first_of("xp") == std::string::npos) return Value::Float(d);
+  if (std::optional<double> d = py::ParseFloat(in.as_string())) return Value::Float(*d);
   return dflt;
 }
 

@@ -19,6 +19,8 @@ using Args = std::vector<std::optional<Value>>;
 inline bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
 inline int64_t IntOf(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int(); }
 inline bool BoolParam(const std::optional<Value>& v, bool dflt) { return v ? v->Truthy() : dflt; }
+// A flag Python passes to sorted(reverse=...): bool or int only.
+Result<bool> StrictBoolParam(const std::optional<Value>& v, bool dflt);
 // A str result that stays Markup when `like` is.
 Value StrLike(const Value& like, std::string s);
 // jinja2's soft_str: str(value), keeping Markup.

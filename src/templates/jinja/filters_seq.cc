@@ -111,7 +111,8 @@ Result<Value> FDictsort(Runtime& rt, const Value& in, const CallArgs& args) {
     const Value& key = by == "key" ? k : v;
     keyed.emplace_back(case_sensitive ? key : IgnoreCase(key), Value::Tuple({k, v}));
   }
-  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, BoolParam(a[2], false)));
+  MX_ASSIGN_OR_RETURN(const bool reverse, StrictBoolParam(a[2], false));
+  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, reverse));
   ValueList out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return Value::List(std::move(out));
@@ -145,7 +146,8 @@ Result<Value> FSort(Runtime& rt, const Value& in, const CallArgs& args) {
     }
     keyed.emplace_back(Value::List(std::move(key_parts)), item);
   }
-  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, BoolParam(a[0], false)));
+  MX_ASSIGN_OR_RETURN(const bool reverse, StrictBoolParam(a[0], false));
+  MX_RETURN_IF_ERROR(SortByKeys(rt, keyed, reverse));
   ValueList out;
   for (auto& kv : keyed) out.push_back(std::move(kv.second));
   return Value::List(std::move(out));
@@ -294,10 +296,7 @@ Result<Value> FMap(Runtime& rt, const Value& in, const CallArgs& args) {
     }
     return Value::Iterator(std::move(out), "generator");
   }
-  if (args.positional.empty()) {
-    if (items.empty()) return Value::Iterator({}, "generator");
-    return Status::InvalidArgument("map requires a filter argument");
-  }
+  if (args.positional.empty()) return Status::InvalidArgument("map requires a filter argument");
   MX_ASSIGN_OR_RETURN(const std::string name, rt.ToStr(args.positional[0]));
   CallArgs rest;
   rest.positional.assign(args.positional.begin() + 1, args.positional.end());
@@ -319,7 +318,6 @@ Result<Value> SelectOrReject(Runtime& rt, const Value& in, const CallArgs& args,
   Value attribute;
   if (by_attribute) {
     if (args.positional.empty()) {
-      if (items.empty()) return Value::Iterator({}, "generator");
       return Status::InvalidArgument("Missing parameter for attribute name");
     }
     attribute = args.positional[0];

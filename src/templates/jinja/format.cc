@@ -12,7 +12,7 @@ namespace {
 struct Spec {
   char fill = ' ';
   char align = '\0';  // < > ^ = or none
-  char sign = '-';
+  char sign = '\0';   // '+', '-', ' ' when given
   bool alternate = false;
   bool zero = false;
   int width = -1;
@@ -83,9 +83,16 @@ Result<std::string> FormatInt(int64_t v, const Spec& spec) {
       break;
     }
     case 'c': {
+      if (v < 0 || v > 0x10FFFF) return Status::InvalidArgument("%c arg not in range(0x110000)");
       std::string out;
       py::AppendUtf8(out, static_cast<char32_t>(v));
-      return out;
+      if (spec.zero && !spec.align) {
+        Spec z = spec;
+        z.fill = '0';
+        z.align = '=';
+        return PadTo(std::move(out), z, '>');
+      }
+      return PadTo(std::move(out), spec, '<');
     }
     default:
       return TypeError(std::string("Unknown format code '") + type + "' for object of type 'int'");
@@ -185,8 +192,9 @@ Result<Spec> ParseSpec(std::string_view text) {
   if (i < text.size() && (text[i] == ',' || text[i] == '_')) spec.grouping = text[i++];
   if (i < text.size() && text[i] == '.') {
     ++i;
-    spec.precision = 0;
+    spec.precision = -1;
     number(&spec.precision);
+    if (spec.precision < 0) return Status::InvalidArgument("Format specifier missing precision");
   }
   if (i < text.size()) spec.type = text[i++];
   if (i != text.size()) return Status::InvalidArgument("Invalid format specifier");
@@ -198,6 +206,18 @@ Result<std::string> FormatValue(Runtime& rt, const Value& v, std::string_view sp
   if (spec_text.empty()) return rt.ToStr(v);
   MX_ASSIGN_OR_RETURN(Spec spec, ParseSpec(spec_text));
   if (v.is_string()) {
+    if (spec.sign != '\0')
+      return Status::InvalidArgument("Sign not allowed in string format specifier");
+    if (spec.align == '=') {
+      return Status::InvalidArgument("'=' alignment not allowed in string format specifier");
+    }
+    if (spec.alternate) {
+      return Status::InvalidArgument("Alternate form (#) not allowed in string format specifier");
+    }
+    if (spec.grouping) {
+      return Status::InvalidArgument(std::string("Cannot specify '") + spec.grouping +
+                                     "' with 's'.");
+    }
     if (spec.type && spec.type != 's') {
       return TypeError(std::string("Unknown format code '") + spec.type +
                        "' for object of type 'str'");
@@ -418,7 +438,14 @@ Result<std::string> BraceFormat(Runtime& rt, std::string_view format, const Call
       field = field.substr(0, colon);
     }
     if (const size_t bang = field.find('!'); bang != std::string_view::npos) {
-      if (bang + 1 < field.size()) conversion = field[bang + 1];
+      const std::string_view conv = field.substr(bang + 1);
+      if (conv.size() > 1) {
+        return Status::InvalidArgument("expected ':' after conversion specifier");
+      }
+      if (conv.empty() || (conv[0] != 'r' && conv[0] != 's' && conv[0] != 'a')) {
+        return Status::InvalidArgument("Unknown conversion specifier " + std::string(conv));
+      }
+      conversion = conv[0];
       field = field.substr(0, bang);
     }
     // arg_name, then .attr / [key] parts.

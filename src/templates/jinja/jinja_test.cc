@@ -67,6 +67,12 @@ TEST(JinjaLexerTest, CommentsAreDroppedAndTrimmedLikeBlocks) {
   EXPECT_EQ(Render("a {#- c -#} b"), "ab");
 }
 
+TEST(JinjaLexerTest, AnOpenCommentOrRawAtTheVeryEndIsIgnoredAsInJinja2) {
+  EXPECT_EQ(Render("x{#"), "x");
+  EXPECT_EQ(Render("{% raw %}"), "");
+  EXPECT_EQ(Render("{# x"), "PARSE ERROR: chat template line 1: Missing end of comment tag");
+}
+
 TEST(JinjaLexerTest, RawBlockIsPrintedVerbatim) {
   EXPECT_EQ(Render("{% raw %}{{ x }}{% if %}{% endraw %}"), "{{ x }}{% if %}");
 }
@@ -328,6 +334,49 @@ TEST(JinjaExpressionTest, PercentFormatting) {
             "a-3- 3.14|b  |007|ff|'q'|%");
 }
 
+TEST(JinjaExpressionTest, SlicingRaisesPythonsErrors) {
+  // jinja2 compiles x[a:b] to Python's slicing, not to the sandboxed getitem.
+  EXPECT_EQ(Render("{{ x[1:2] }}", R"({"x": 4})"),
+            "ERROR: chat template line 1: 'int' object is not subscriptable");
+  EXPECT_EQ(Render("{{ s['a':] }}", R"({"s": "abc"})"),
+            "ERROR: chat template line 1: slice indices must be integers or None or have an "
+            "__index__ method");
+  EXPECT_EQ(Render("{{ m.content[:5] }}", R"({"m": {"content": null}})"),
+            "ERROR: chat template line 1: 'NoneType' object is not subscriptable");
+}
+
+TEST(JinjaExpressionTest, MethodArgumentsAreTypeCheckedAsInPython) {
+  EXPECT_EQ(Render("{{ 'a'.rjust(none) }}"),
+            "ERROR: chat template line 1: 'NoneType' object cannot be interpreted as an integer");
+  EXPECT_EQ(Render("{{ 'a\\nb'.splitlines('x') }}"),
+            "ERROR: chat template line 1: 'str' object cannot be interpreted as an integer");
+  EXPECT_EQ(Render("{{ 'abc'.startswith('b', 'x') }}"),
+            "ERROR: chat template line 1: slice indices must be integers or None or have an "
+            "__index__ method");
+  EXPECT_EQ(Render("{{ 'abc'.startswith('', 3) }}{{ 'abc'.startswith('', 4) }}"), "TrueFalse");
+}
+
+TEST(JinjaExpressionTest, StrFormatRefusesWhatPythonRefuses) {
+  EXPECT_EQ(Render("{{ '{:-}'.format('a') }}"),
+            "ERROR: chat template line 1: Sign not allowed in string format specifier");
+  EXPECT_EQ(Render("{{ '{!x}'.format(1) }}"),
+            "ERROR: chat template line 1: Unknown conversion specifier x");
+  EXPECT_EQ(Render("{{ '{:.}'.format(1.5) }}"),
+            "ERROR: chat template line 1: Format specifier missing precision");
+  EXPECT_EQ(Render("{{ '{:05c}'.format(42) }}"), "0000*");
+}
+
+TEST(JinjaExpressionTest, FloatPowerOverflowRaises) {
+  EXPECT_EQ(Render("{{ 10.0 ** 400 }}"),
+            "ERROR: chat template line 1: (34, 'Numerical result out of range')");
+}
+
+TEST(JinjaExpressionTest, CaseMappingOfDigraphsAndLigatures) {
+  EXPECT_EQ(Render("{{ '\u01c6'.upper() }}{{ '\u01c6'.title() }}{{ '\ufb01x'.upper() }}"
+                   "{{ '\ufb01x'.title() }}{{ '\u02e0'.isalpha() }}{{ '\u0661'.isalpha() }}"),
+            "\u01c4\u01c5FIXFixTrueFalse");
+}
+
 // ---- filters -----------------------------------------------------------------
 
 TEST(JinjaFilterTest, TojsonKeepsKeyOrderAndNonAscii) {
@@ -370,6 +419,20 @@ TEST(JinjaFilterTest, StringFilters) {
   EXPECT_EQ(Render("{{ '  x '|trim }}|{{ 'hello-world x'|title }}|{{ 'a\nb'|indent(2, true) }}|"
                    "{{ '42.7'|int }}|{{ 'x'|int(7) }}|{{ 2.5|round }}|{{ 'one two'|wordcount }}"),
             "x|Hello-World X|  a\n  b|42|7|2.0|2");
+}
+
+TEST(JinjaFilterTest, IntAndFloatParseTextAsPython) {
+  EXPECT_EQ(Render("{{ ' +1_000.5 '|float }}|{{ '42\\x00'|float }}|{{ '1__0'|int }}|"
+                   "{{ '0x1f'|int(0, 16) }}|{{ '010'|int(0, 0) }}|{{ '42'|int(0, 1) }}"),
+            "1000.5|0.0|0|31|10|42");
+}
+
+TEST(JinjaFilterTest, FilterArgumentsAreCheckedAsInJinja2) {
+  EXPECT_EQ(Render("{{ [2, 1]|sort(reverse=nope) }}"),
+            "ERROR: chat template line 1: 'nope' is undefined");
+  EXPECT_EQ(Render("{{ [1]|map|list }}"),
+            "ERROR: chat template line 1: map requires a filter argument");
+  EXPECT_EQ(Render("{{ namespace(nope) }}"), "ERROR: chat template line 1: 'nope' is undefined");
 }
 
 TEST(JinjaFilterTest, SafeMarkupEscapesWhatIsAddedToIt) {

@@ -174,6 +174,7 @@ class Lexer {
     size_t search = body;
     while (true) {
       const size_t p = src_.find("{%", search);
+      if (p == std::string::npos && body >= src_.size()) return body;  // as jinja2: nothing left
       if (p == std::string::npos) return Error(start, "Missing end of raw directive");
       size_t q = p + 2;
       char sign = '\0';
@@ -204,6 +205,8 @@ class Lexer {
 
   Result<size_t> SkipComment(size_t start, size_t inner, bool* line_starting) {
     const size_t p = src_.find("#}", inner);
+    // Like jinja2's lexer, a "{#" with nothing after it ends the template quietly.
+    if (p == std::string::npos && inner >= src_.size()) return src_.size();
     if (p == std::string::npos) return Error(start, "Missing end of comment tag");
     char sign = '\0';
     if (p > inner && (src_[p - 1] == '-' || src_[p - 1] == '+')) sign = src_[p - 1];

@@ -27,12 +27,23 @@ Result<std::optional<std::string>> OptionalString(std::string_view method,
   return std::optional<std::string>(v->as_string());
 }
 
-Result<int64_t> IntArg(std::string_view method, const std::optional<Value>& v, int64_t dflt) {
-  if (!v || v->is_none()) return dflt;
+// An integer argument (absent: `dflt`); None only where Python takes it.
+Result<int64_t> IntArg(std::string_view method, const std::optional<Value>& v, int64_t dflt,
+                       bool allow_none = false) {
+  if (!v || (allow_none && v->is_none())) return dflt;
   if (v->is_int()) return v->as_int();
   if (v->is_bool()) return static_cast<int64_t>(v->as_bool());
+  if (v->is_undefined()) return UndefinedError(*v);
   return TypeError("'" + std::string(v->TypeName()) +
-                   "' object cannot be interpreted as an integer (" + std::string(method) + ")");
+                   "' object cannot be interpreted as an integer");
+}
+
+// A start / end bound of find, count, startswith, ...: an int, None or absent.
+Result<std::optional<int64_t>> SliceIndex(const std::optional<Value>& v) {
+  if (!v || v->is_none()) return std::optional<int64_t>();
+  if (v->is_int()) return std::optional<int64_t>(v->as_int());
+  if (v->is_bool()) return std::optional<int64_t>(v->as_bool() ? 1 : 0);
+  return TypeError("slice indices must be integers or None or have an __index__ method");
 }
 
 // Python's strip family: `chars` nullopt strips whitespace.
@@ -147,13 +158,13 @@ ValueList SplitLines(std::string_view s, bool keepends) {
 }
 
 // s[start:end] in code points (Python slice bounds), for find/count/startswith.
-std::u32string SubRange(const std::u32string& cps, const std::optional<Value>& start,
-                        const std::optional<Value>& end, int64_t* offset) {
+std::u32string SubRange(const std::u32string& cps, std::optional<int64_t> start,
+                        std::optional<int64_t> end, int64_t* offset) {
   const int64_t n = static_cast<int64_t>(cps.size());
   auto norm = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
   int64_t b = 0, e = n;
-  if (start && start->is_int()) b = norm(start->as_int());
-  if (end && end->is_int()) e = norm(end->as_int());
+  if (start) b = norm(*start);
+  if (end) e = norm(*end);
   *offset = b;
   if (e <= b) return std::u32string();
   return cps.substr(static_cast<size_t>(b), static_cast<size_t>(e - b));
@@ -177,9 +188,12 @@ Result<Value> AffixTest(std::string_view method, const Value& self,
                      std::string(a[0]->TypeName()));
   }
   std::string hay = self.as_string();
-  if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none())) {
+  MX_ASSIGN_OR_RETURN(const std::optional<int64_t> start, SliceIndex(a[1]));
+  MX_ASSIGN_OR_RETURN(const std::optional<int64_t> end, SliceIndex(a[2]));
+  if (start && *start > static_cast<int64_t>(py::CodePointCount(hay))) return Value::Bool(false);
+  if (start || end) {
     int64_t off;
-    hay = py::Encode(SubRange(py::Decode(hay), a[1], a[2], &off));
+    hay = py::Encode(SubRange(py::Decode(hay), start, end, &off));
   }
   for (const std::string& x : affixes) {
     if (x.size() > hay.size()) continue;
@@ -203,8 +217,10 @@ Result<Value> Search(Runtime& rt, std::string_view method, const Value& self,
   const bool ascii = py::IsAscii(text);
   const int64_t n = static_cast<int64_t>(ascii ? text.size() : py::CodePointCount(text));
   auto norm = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
-  const int64_t begin = a[1] && a[1]->is_int() ? norm(a[1]->as_int()) : 0;
-  const int64_t end = a[2] && a[2]->is_int() ? norm(a[2]->as_int()) : n;
+  MX_ASSIGN_OR_RETURN(const std::optional<int64_t> start_arg, SliceIndex(a[1]));
+  MX_ASSIGN_OR_RETURN(const std::optional<int64_t> end_arg, SliceIndex(a[2]));
+  const int64_t begin = start_arg ? norm(*start_arg) : 0;
+  const int64_t end = end_arg ? norm(*end_arg) : n;
   std::vector<size_t> byte_of;  // code point index -> byte offset (non-ASCII only)
   if (!ascii) {
     for (size_t i = 0; i < text.size(); ++i) {
@@ -223,7 +239,7 @@ Result<Value> Search(Runtime& rt, std::string_view method, const Value& self,
   const std::string& needle = a[0]->as_string();
   const bool is_index = method == "index" || method == "rindex";
   // Python refuses a start past the end even for an empty needle.
-  const bool start_past_end = a[1] && a[1]->is_int() && a[1]->as_int() > n;
+  const bool start_past_end = start_arg && *start_arg > n;
   if (end < begin || start_past_end) {
     if (method == "count") return Value::Int(0);
     if (is_index) return Status::InvalidArgument("substring not found");
@@ -430,7 +446,8 @@ Result<Value> StrMethod(Runtime& rt, const Value& self, std::string_view m, cons
   }
   if (m == "splitlines") {
     MX_ASSIGN_OR_RETURN(auto a, BindArgs(m, args, {"keepends"}));
-    return Value::List(SplitLines(s, a[0] && a[0]->Truthy()));
+    MX_ASSIGN_OR_RETURN(const int64_t keepends, IntArg(m, a[0], 0));
+    return Value::List(SplitLines(s, keepends != 0));
   }
   if (m == "startswith" || m == "endswith") {
     MX_ASSIGN_OR_RETURN(auto a, BindArgs(m, args, {"prefix", "start", "end"}, 1));

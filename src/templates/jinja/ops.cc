@@ -162,7 +162,11 @@ Result<Value> Power(const Value& a, const Value& b) {
   if (x < 0 && y != std::floor(y)) {
     return Status::NotSupported("a negative number to a fractional power gives a complex number");
   }
-  return Value::Float(std::pow(x, y));
+  const double r = std::pow(x, y);
+  if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
+    return Status::InvalidArgument("(34, 'Numerical result out of range')");  // OverflowError
+  }
+  return Value::Float(r);
 }
 
 const char* CmpSymbol(CmpOp op) {
@@ -475,15 +479,17 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
 
 Result<Value> Slice(Runtime& rt, const Value& obj, const Value& start, const Value& stop,
                     const Value& step) {
+  // jinja2 compiles x[a:b] to Python's own slicing (not the sandboxed
+  // getitem), so its errors are raised rather than turned into Undefined.
   if (obj.is_undefined()) return UndefinedError(obj);
-  auto bound = [](const Value& v) { return v.is_none() || v.is_undefined() || IsIntLike(v); };
-  auto slice_repr = [&] {
-    auto r = [](const Value& v) { return v.is_undefined() ? std::string("None") : v.Repr(); };
-    return "slice(" + r(start) + ", " + r(stop) + ", " + r(step) + ")";
-  };
-  const bool sliceable = obj.is_string() || obj.is_sequence();
-  if (!sliceable || !bound(start) || !bound(stop) || !bound(step)) {
-    return Value::Undefined(ObjectTypeRepr(obj) + " has no element " + slice_repr());
+  if (obj.is_dict()) return TypeError("unhashable type: 'slice'");
+  if (!obj.is_string() && !obj.is_sequence()) {
+    return TypeError("'" + TypeNameOf(obj) + "' object is not subscriptable");
+  }
+  for (const Value* b : {&start, &stop, &step}) {
+    if (!b->is_none() && !IsIntLike(*b)) {
+      return TypeError("slice indices must be integers or None or have an __index__ method");
+    }
   }
   const bool has_step = IsIntLike(step);
   const int64_t st = has_step ? IntOf(step) : 1;

@@ -1,8 +1,10 @@
 #include "templates/jinja/pystr.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mx::jinja::py {
 namespace {
@@ -91,9 +93,26 @@ char32_t LowerOf(char32_t cp) {
       return is_upper ? cp + 1 : cp;
     }
   }
-  if (cp == 0x0178) return 0x00FF;
-  if (cp == 0x0130) return 'i';
-  return cp;
+  switch (cp) {
+    case 0x0178:
+      return 0x00FF;
+    case 0x0130:
+      return 'i';
+    case 0x01C4:
+    case 0x01C5:
+      return 0x01C6;  // DŽ Dž -> dž (and LJ, NJ, DZ below)
+    case 0x01C7:
+    case 0x01C8:
+      return 0x01C9;
+    case 0x01CA:
+    case 0x01CB:
+      return 0x01CC;
+    case 0x01F1:
+    case 0x01F2:
+      return 0x01F3;
+    default:
+      return cp;
+  }
 }
 
 char32_t UpperOf(char32_t cp) {
@@ -119,6 +138,18 @@ char32_t UpperOf(char32_t cp) {
       return 'S';
     case 0x03C2:
       return 0x03A3;
+    case 0x01C5:
+    case 0x01C6:
+      return 0x01C4;
+    case 0x01C8:
+    case 0x01C9:
+      return 0x01C7;
+    case 0x01CB:
+    case 0x01CC:
+      return 0x01CA;
+    case 0x01F2:
+    case 0x01F3:
+      return 0x01F1;
     default:
       return cp;
   }
@@ -126,13 +157,64 @@ char32_t UpperOf(char32_t cp) {
 
 bool InRange(char32_t cp, char32_t lo, char32_t hi) { return cp >= lo && cp <= hi; }
 
+// Characters whose upper / title case is more than one character.
+constexpr const char* kLigatureUpper[] = {"FF", "FI", "FL", "FFI", "FFL", "ST", "ST"};
+constexpr const char* kLigatureTitle[] = {"Ff", "Fi", "Fl", "Ffi", "Ffl", "St", "St"};
+
 void AppendUpper(std::string& out, char32_t cp) {
   if (cp == 0x00DF) {  // ß
     out += "SS";
-    return;
+  } else if (cp >= 0xFB00 && cp <= 0xFB06) {
+    out += kLigatureUpper[cp - 0xFB00];
+  } else {
+    AppendUtf8(out, ToUpper(cp));
   }
-  AppendUtf8(out, ToUpper(cp));
 }
+
+// Title case: the first letter of a word in str.title() / str.capitalize().
+void AppendTitle(std::string& out, char32_t cp) {
+  if (cp == 0x00DF) {
+    out += "Ss";
+  } else if (cp >= 0xFB00 && cp <= 0xFB06) {
+    out += kLigatureTitle[cp - 0xFB00];
+  } else if (cp >= 0x01C4 && cp <= 0x01CC) {
+    AppendUtf8(out, cp <= 0x01C6 ? 0x01C5 : cp <= 0x01C9 ? 0x01C8 : 0x01CB);
+  } else if (cp >= 0x01F1 && cp <= 0x01F3) {
+    AppendUtf8(out, 0x01F2);
+  } else {
+    AppendUtf8(out, ToUpper(cp));
+  }
+}
+
+// Blocks of non-letters above ASCII (punctuation, symbols, marks, spaces,
+// controls, private use): what IsAlpha treats as not alphabetic. Everything
+// else above U+007F counts as a letter, which is right for the scripts chat
+// text uses and errs on the side of "letter" for the rest.
+struct Range {
+  char32_t lo, hi;
+};
+constexpr Range kNonLetters[] = {
+    {0x0080, 0x00A9},   {0x00AB, 0x00B4},   {0x00B6, 0x00B9},   {0x00BB, 0x00BF},
+    {0x00D7, 0x00D7},   {0x00F7, 0x00F7},   {0x02C2, 0x02C5},   {0x02D2, 0x02DF},
+    {0x02E5, 0x02EB},   {0x02ED, 0x02ED},   {0x02EF, 0x036F},   {0x0374, 0x0375},
+    {0x037E, 0x037E},   {0x0384, 0x0385},   {0x0387, 0x0387},   {0x03F6, 0x03F6},
+    {0x0482, 0x0489},   {0x055A, 0x055F},   {0x0589, 0x058F},   {0x0591, 0x05C7},
+    {0x05F3, 0x05F4},   {0x0600, 0x061F},   {0x064B, 0x065F},   {0x066A, 0x066D},
+    {0x06D4, 0x06D4},   {0x06D6, 0x06ED},   {0x0900, 0x0903},   {0x093A, 0x094F},
+    {0x0951, 0x0957},   {0x0962, 0x0965},   {0x0970, 0x0970},   {0x0E31, 0x0E31},
+    {0x0E34, 0x0E3F},   {0x0E47, 0x0E4F},   {0x1680, 0x1680},   {0x2000, 0x206F},
+    {0x20A0, 0x20FF},   {0x2100, 0x2101},   {0x2103, 0x2106},   {0x2108, 0x2109},
+    {0x2114, 0x2114},   {0x2116, 0x2118},   {0x211E, 0x2123},   {0x2125, 0x2125},
+    {0x2127, 0x2127},   {0x2129, 0x2129},   {0x212E, 0x212E},   {0x213A, 0x213B},
+    {0x2140, 0x2144},   {0x214A, 0x214D},   {0x214F, 0x214F},   {0x2190, 0x245F},
+    {0x2500, 0x2BFF},   {0x2CE5, 0x2CEA},   {0x2E00, 0x2E7F},   {0x2FF0, 0x3004},
+    {0x3008, 0x3020},   {0x302A, 0x3030},   {0x3036, 0x3037},   {0x303D, 0x303F},
+    {0x3099, 0x309C},   {0x30A0, 0x30A0},   {0x30FB, 0x30FB},   {0x3200, 0x33FF},
+    {0x4DC0, 0x4DFF},   {0xA490, 0xA4CF},   {0xA700, 0xA716},   {0xD800, 0xF8FF},
+    {0xFD3E, 0xFD3F},   {0xFE00, 0xFE6F},   {0xFEFF, 0xFEFF},   {0xFF00, 0xFF0F},
+    {0xFF1A, 0xFF20},   {0xFF3B, 0xFF40},   {0xFF5B, 0xFF65},   {0xFFE0, 0xFFFF},
+    {0x1D000, 0x1D24F}, {0x1F000, 0x1FBFF}, {0xE0000, 0xE01EF}, {0xF0000, 0x10FFFF},
+};
 
 bool IsCased(char32_t cp) { return IsUpper(cp) || IsLower(cp); }
 
@@ -227,19 +309,17 @@ bool IsDigit(char32_t cp) {
 
 bool IsAlpha(char32_t cp) {
   if (cp < 0x80) return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
-  if (IsCased(cp) || cp == 0xAA || cp == 0xBA || cp == 0xDF) return true;
-  return InRange(cp, 0x0180, 0x024F) || InRange(cp, 0x0370, 0x03FF) ||
-         InRange(cp, 0x0400, 0x052F) || InRange(cp, 0x05D0, 0x05EA) ||
-         InRange(cp, 0x0620, 0x064A) || InRange(cp, 0x0904, 0x0939) ||
-         InRange(cp, 0x0E01, 0x0E30) || InRange(cp, 0x1100, 0x11FF) ||
-         InRange(cp, 0x3041, 0x3096) || InRange(cp, 0x30A1, 0x30FA) ||
-         InRange(cp, 0x3400, 0x4DBF) || InRange(cp, 0x4E00, 0x9FFF) ||
-         InRange(cp, 0xAC00, 0xD7A3) || InRange(cp, 0xF900, 0xFAFF) ||
-         InRange(cp, 0x20000, 0x2FA1F);
+  if (IsDigit(cp)) return false;
+  for (const Range& r : kNonLetters) {
+    if (cp >= r.lo && cp <= r.hi) return false;
+  }
+  return true;
 }
 
 bool IsUpper(char32_t cp) { return LowerOf(cp) != cp; }
-bool IsLower(char32_t cp) { return UpperOf(cp) != cp || cp == 0xDF; }
+bool IsLower(char32_t cp) {
+  return UpperOf(cp) != cp || cp == 0xDF || (cp >= 0xFB00 && cp <= 0xFB06);  // ß and ligatures
+}
 char32_t ToUpper(char32_t cp) { return UpperOf(cp); }
 char32_t ToLower(char32_t cp) { return LowerOf(cp); }
 
@@ -278,10 +358,8 @@ std::string Title(std::string_view s) {
   for (char32_t cp : Decode(s)) {
     if (previous_is_cased) {
       AppendUtf8(out, ToLower(cp));
-    } else if (cp == 0xDF) {
-      out += "Ss";
     } else {
-      AppendUtf8(out, ToUpper(cp));
+      AppendTitle(out, cp);
     }
     previous_is_cased = IsCased(cp);
   }
@@ -294,17 +372,117 @@ std::string Capitalize(std::string_view s) {
   bool first = true;
   for (char32_t cp : Decode(s)) {
     if (first) {
-      if (cp == 0xDF) {
-        out += "Ss";
-      } else {
-        AppendUtf8(out, ToUpper(cp));
-      }
+      AppendTitle(out, cp);
       first = false;
     } else {
       AppendUtf8(out, ToLower(cp));
     }
   }
   return out;
+}
+
+namespace {
+
+// The text without Python-whitespace at either end.
+std::string_view StripSpace(std::string_view s) {
+  const std::u32string cps = Decode(s);
+  size_t b = 0, e = cps.size();
+  while (b < e && IsSpace(cps[b])) ++b;
+  while (e > b && IsSpace(cps[e - 1])) --e;
+  const size_t head = Encode(std::u32string_view(cps).substr(0, b)).size();
+  const size_t body = Encode(std::u32string_view(cps).substr(b, e - b)).size();
+  return s.substr(head, body);
+}
+
+int DigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
+
+// Digits of `base` with single '_' between them, from `i`; appends them to
+// `out` and returns how many digits were read (0 if the syntax is broken).
+size_t ScanDigits(std::string_view s, size_t& i, int base, std::string& out) {
+  size_t n = 0;
+  while (i < s.size()) {
+    if (DigitValue(s[i]) < base) {
+      out.push_back(s[i++]);
+      ++n;
+    } else if (s[i] == '_' && n > 0 && i + 1 < s.size() && DigitValue(s[i + 1]) < base) {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<double> ParseFloat(std::string_view text) {
+  std::string_view s = StripSpace(text);
+  std::string clean;
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean.push_back(s[i++]);
+  std::string word;
+  for (size_t k = i; k < s.size(); ++k) word.push_back(static_cast<char>(std::tolower(s[k])));
+  if (word == "inf" || word == "infinity") return clean == "-" ? -HUGE_VAL : HUGE_VAL;
+  if (word == "nan") return std::nan("");
+  const size_t int_digits = ScanDigits(s, i, 10, clean);
+  size_t frac_digits = 0;
+  if (i < s.size() && s[i] == '.') {
+    clean.push_back('.');
+    ++i;
+    frac_digits = ScanDigits(s, i, 10, clean);
+  }
+  if (int_digits + frac_digits == 0) return std::nullopt;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    clean.push_back('e');
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean.push_back(s[i++]);
+    if (ScanDigits(s, i, 10, clean) == 0) return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  return std::strtod(clean.c_str(), nullptr);
+}
+
+std::optional<int64_t> ParseInt(std::string_view text, int base, bool* overflow) {
+  *overflow = false;
+  if (base != 0 && (base < 2 || base > 36)) return std::nullopt;
+  std::string_view s = StripSpace(text);
+  size_t i = 0;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  const int requested_base = base;
+  int prefix_base = 0;
+  if (i + 1 < s.size() && s[i] == '0') {
+    const char p = static_cast<char>(std::tolower(s[i + 1]));
+    prefix_base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+  }
+  if (base == 0) base = prefix_base ? prefix_base : 10;
+  if (prefix_base && prefix_base == base) {
+    i += 2;
+    if (i < s.size() && s[i] == '_') ++i;
+  }
+  std::string digits;
+  if (ScanDigits(s, i, base, digits) == 0 || i != s.size()) return std::nullopt;
+  // Base 0 refuses leading zeros in a decimal ("010"), as Python does.
+  if (requested_base == 0 && prefix_base == 0 && digits.size() > 1 && digits[0] == '0' &&
+      digits.find_first_not_of('0') != std::string::npos) {
+    return std::nullopt;
+  }
+  uint64_t v = 0;
+  const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  for (char c : digits) {
+    const auto d = static_cast<uint64_t>(DigitValue(c));
+    if (v > (limit - d) / static_cast<uint64_t>(base)) {
+      *overflow = true;
+      return std::nullopt;
+    }
+    v = v * static_cast<uint64_t>(base) + d;
+  }
+  return negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
 }
 
 std::string ReprString(std::string_view s) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,14 @@ std::string Upper(std::string_view s);
 std::string Lower(std::string_view s);
 std::string Title(std::string_view s);
 std::string Capitalize(std::string_view s);
+
+// Python's float(str): surrounding whitespace, a sign, '_' between digits,
+// "inf" / "infinity" / "nan" in any case; nullopt where Python raises ValueError.
+std::optional<double> ParseFloat(std::string_view s);
+// Python's int(str, base) for base 0 (prefix decides) or 2..36, with the same
+// syntax; nullopt where Python raises ValueError. `*overflow` is set when the
+// text is a valid integer outside int64 (Python would give a big int).
+std::optional<int64_t> ParseInt(std::string_view s, int base, bool* overflow);
 
 // repr() of a str: single quotes unless the text has ' and no ", escapes as Python.
 std::string ReprString(std::string_view s);
