@@ -50,6 +50,27 @@ constexpr const char* kDigitRun = "\\p{N}+";
 constexpr const char* kDigit = "\\p{N}";
 constexpr const char* kThreeAsciiDigits = "[0-9][0-9][0-9]";
 
+// DeepSeek (llama.cpp's regex sets, applied one after another). deepseek-llm
+// names its letters as explicit ranges (cased letters only: Latin, Greek,
+// Cyrillic, Armenian, Georgian, Cherokee, ...), and CJK / Hangul runs apart.
+#define MX_DS_CJK "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
+constexpr const char* kNewline = "[\\r\\n]";
+constexpr const char* kDsLlmLetters = "[" MX_WS "]?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+";
+constexpr const char* kDsLlmPunct =
+    "[" MX_WS "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+";
+constexpr const char* kTrailingSpace = "[" MX_WS "]+\\z";
+constexpr const char* kDsCjk = MX_DS_CJK;
+constexpr const char* kDsCoderLetters = "[" MX_WS "]?\\p{L}+";
+constexpr const char* kDsCoderPunct = "[" MX_WS "]?\\p{P}+";
+// deepseek-v3: digits in threes, CJK and kana runs, then a Llama-3-like split
+// where a word may follow one ASCII punctuation mark and marks join words.
+constexpr const char* kDs3Digits = "\\p{N}{1,3}";
+constexpr const char* kDs3Cjk = "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+";
+constexpr const char* kDs3Main =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS "])|[" MX_WS "]+";
+#undef MX_DS_CJK
+
 #undef MX_LETTERS_AND_MARKS
 #undef MX_LETTERS
 #undef MX_LLAMA3
@@ -64,6 +85,11 @@ std::vector<const char*> PatternsFor(PreType type) {
     case PreType::kGpt2: return {kGpt2};
     case PreType::kStarcoder: return {kDigit, kGpt2};
     case PreType::kFalcon: return {kFalconPunct, kGpt2, kThreeAsciiDigits};
+    case PreType::kDeepseekLlm:
+      return {kNewline, kDsLlmLetters, kDsLlmPunct, kTrailingSpace, kDsCjk, kDigitRun};
+    case PreType::kDeepseekCoder:
+      return {kNewline, kDsCoderLetters, kDsCoderPunct, kDsCjk, kDigit};
+    case PreType::kDeepseek3: return {kDs3Digits, kDs3Cjk, kDs3Main};
     case PreType::kDefault: break;
   }
   return {kDefaultPunct, kGpt2, kDigitRun, kThreeAsciiDigits};
@@ -84,6 +110,9 @@ constexpr PreConfig kGpt2Cfg{PreType::kGpt2, false, false};
 constexpr PreConfig kStarcoderCfg{PreType::kStarcoder, false, false};
 constexpr PreConfig kFalconCfg{PreType::kFalcon, false, false};
 constexpr PreConfig kDefaultCfg{PreType::kDefault, false, false};
+constexpr PreConfig kDeepseekLlmCfg{PreType::kDeepseekLlm, false, false};
+constexpr PreConfig kDeepseekCoderCfg{PreType::kDeepseekCoder, false, false};
+constexpr PreConfig kDeepseek3Cfg{PreType::kDeepseek3, false, false};
 
 constexpr std::array kNames = {
     NameEntry{"default", kDefaultCfg},
@@ -136,6 +165,9 @@ constexpr std::array kNames = {
     NameEntry{"minerva-7b", kStarcoderCfg},
     NameEntry{"mellum2", kStarcoderCfg},
     NameEntry{"falcon", kFalconCfg},
+    NameEntry{"deepseek-llm", kDeepseekLlmCfg},
+    NameEntry{"deepseek-coder", kDeepseekCoderCfg},
+    NameEntry{"deepseek-v3", kDeepseek3Cfg},
 };
 
 }  // namespace
@@ -156,6 +188,9 @@ const char* PreTypeName(PreType type) {
     case PreType::kGpt2: return "gpt2";
     case PreType::kStarcoder: return "starcoder";
     case PreType::kFalcon: return "falcon";
+    case PreType::kDeepseekLlm: return "deepseek-llm";
+    case PreType::kDeepseekCoder: return "deepseek-coder";
+    case PreType::kDeepseek3: return "deepseek-v3";
   }
   return "?";
 }

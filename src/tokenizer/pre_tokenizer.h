@@ -29,6 +29,9 @@ enum class PreType {
   kGpt2,       // 's|'t|... ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   kStarcoder,  // \p{N} , GPT2
   kFalcon,     // [\p{P}$+<=>^~|`]+ , GPT2 , [0-9][0-9][0-9]
+  kDeepseekLlm,    // [\r\n] , \s?letters , \s?ASCII/CJK punctuation , \s+$ , CJK/Hangul , \p{N}+
+  kDeepseekCoder,  // [\r\n] , \s?\p{L}+ , \s?\p{P}+ , CJK/Hangul , \p{N}
+  kDeepseek3,      // \p{N}{1,3} , CJK/kana , Llama-3-like with marks in words
 };
 
 // What a tokenizer.ggml.pre value implies besides the regexes.

@@ -167,3 +167,38 @@ TEST(PreTokenizerTest, UnknownNamesAreNotImplemented) {
 
 }  // namespace
 }  // namespace mx::tokenizer
+
+namespace mx::tokenizer {
+namespace {
+
+using W2 = std::vector<std::string>;
+using internal::PreType;
+
+// deepseek-v3 (llama.cpp's three regexes in turn, derived by hand): digits in
+// runs of at most three, CJK ideographs and kana as one run, a word may take
+// one ASCII punctuation mark in front, combining marks stay in their word.
+TEST(PreTokenizerDeepseekTest, V3Splits) {
+  EXPECT_EQ(Words(PreType::kDeepseek3, "Hello, world! 12345"),
+            (W2{"Hello", ",", " world", "!", " ", "123", "45"}));
+  EXPECT_EQ(Words(PreType::kDeepseek3, "日本語テスト ok"), (W2{"日本語テスト", " ok"}));
+  EXPECT_EQ(Words(PreType::kDeepseek3, "a.b_c"), (W2{"a", ".b", "_c"}));
+  EXPECT_EQ(Words(PreType::kDeepseek3, "cafe\xCC\x81!"), (W2{"cafe\xCC\x81", "!"}));
+  EXPECT_EQ(Words(PreType::kDeepseek3, "x\n\ny"), (W2{"x", "\n\n", "y"}));
+}
+
+// deepseek-llm: newlines alone, one optional space before a word or a
+// punctuation run, a trailing space run, digit runs whole.
+TEST(PreTokenizerDeepseekTest, LlmSplits) {
+  EXPECT_EQ(Words(PreType::kDeepseekLlm, "Hi there, 2024!\n"),
+            (W2{"Hi", " there", ",", " ", "2024", "!", "\n"}));
+  EXPECT_EQ(Words(PreType::kDeepseekLlm, "ok   "), (W2{"ok", "   "}));
+}
+
+TEST(PreTokenizerDeepseekTest, NamesAreKnown) {
+  EXPECT_EQ(internal::LookupPreType("deepseek-llm")->type, PreType::kDeepseekLlm);
+  EXPECT_EQ(internal::LookupPreType("deepseek-coder")->type, PreType::kDeepseekCoder);
+  EXPECT_EQ(internal::LookupPreType("deepseek-v3")->type, PreType::kDeepseek3);
+}
+
+}  // namespace
+}  // namespace mx::tokenizer
