@@ -71,6 +71,17 @@ constexpr const char* kDs3Main =
     "| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS "])|[" MX_WS "]+";
 #undef MX_DS_CJK
 
+// tekken (Mistral) and gpt-4o (also llama4): words split at case changes
+// ("CamelCase" -> "Camel", "Case"), as llama.cpp rewrites their
+// tokenizer.json regexes: a letter counts as upper case when it is not
+// ASCII a-z, as lower case when it is not ASCII A-Z.
+constexpr const char* kTekken =
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^" MX_WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS "])|[" MX_WS "]+";
+constexpr const char* kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^" MX_WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" MX_WS "]*[\\r\\n]+|[" MX_WS "]+(?![^" MX_WS "])|[" MX_WS "]+";
+// poro, bloom, gpt3-finnish (and viking, which then splits digits): runs of
+// anything but whitespace and sentence punctuation, with one leading space.
+constexpr const char* kPoro = " ?[^(" MX_WS "|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+";
 #undef MX_LETTERS_AND_MARKS
 #undef MX_LETTERS
 #undef MX_LLAMA3
@@ -90,6 +101,10 @@ std::vector<const char*> PatternsFor(PreType type) {
     case PreType::kDeepseekCoder:
       return {kNewline, kDsCoderLetters, kDsCoderPunct, kDsCjk, kDigit};
     case PreType::kDeepseek3: return {kDs3Digits, kDs3Cjk, kDs3Main};
+    case PreType::kTekken: return {kTekken};
+    case PreType::kGpt4o: return {kGpt4o};
+    case PreType::kPoro: return {kPoro};
+    case PreType::kViking: return {kPoro, kDigit};
     case PreType::kDefault: break;
   }
   return {kDefaultPunct, kGpt2, kDigitRun, kThreeAsciiDigits};
@@ -113,6 +128,10 @@ constexpr PreConfig kDefaultCfg{PreType::kDefault, false, false};
 constexpr PreConfig kDeepseekLlmCfg{PreType::kDeepseekLlm, false, false};
 constexpr PreConfig kDeepseekCoderCfg{PreType::kDeepseekCoder, false, false};
 constexpr PreConfig kDeepseek3Cfg{PreType::kDeepseek3, false, false};
+constexpr PreConfig kTekkenCfg{PreType::kTekken, /*ignore_merges=*/true, /*add_bos=*/true};
+constexpr PreConfig kGpt4oCfg{PreType::kGpt4o, false, false};
+constexpr PreConfig kPoroCfg{PreType::kPoro, false, false};
+constexpr PreConfig kVikingCfg{PreType::kViking, false, false};
 
 constexpr std::array kNames = {
     NameEntry{"default", kDefaultCfg},
@@ -168,6 +187,15 @@ constexpr std::array kNames = {
     NameEntry{"deepseek-llm", kDeepseekLlmCfg},
     NameEntry{"deepseek-coder", kDeepseekCoderCfg},
     NameEntry{"deepseek-v3", kDeepseek3Cfg},
+    NameEntry{"chatglm-bpe", kLlama3RegexOnly},
+    NameEntry{"glm4", kLlama3RegexOnly},
+    NameEntry{"tekken", kTekkenCfg},
+    NameEntry{"gpt-4o", kGpt4oCfg},
+    NameEntry{"llama4", kGpt4oCfg},
+    NameEntry{"poro-chat", kPoroCfg},
+    NameEntry{"bloom", kPoroCfg},
+    NameEntry{"gpt3-finnish", kPoroCfg},
+    NameEntry{"viking", kVikingCfg},
 };
 
 }  // namespace
@@ -191,6 +219,10 @@ const char* PreTypeName(PreType type) {
     case PreType::kDeepseekLlm: return "deepseek-llm";
     case PreType::kDeepseekCoder: return "deepseek-coder";
     case PreType::kDeepseek3: return "deepseek-v3";
+    case PreType::kTekken: return "tekken";
+    case PreType::kGpt4o: return "gpt-4o";
+    case PreType::kPoro: return "poro";
+    case PreType::kViking: return "viking";
   }
   return "?";
 }

@@ -32,6 +32,10 @@ enum class PreType {
   kDeepseekLlm,    // [\r\n] , \s?letters , \s?ASCII/CJK punctuation , \s+$ , CJK/Hangul , \p{N}+
   kDeepseekCoder,  // [\r\n] , \s?\p{L}+ , \s?\p{P}+ , CJK/Hangul , \p{N}
   kDeepseek3,      // \p{N}{1,3} , CJK/kana , Llama-3-like with marks in words
+  kTekken,         // words split at case changes, single digits (Mistral tekken)
+  kGpt4o,          // kTekken with contractions and \p{N}{1,3} (gpt-4o, llama4)
+  kPoro,           // ' ?[^(\s|.,!?…。，、।۔،)]+' (poro, bloom, gpt3-finnish)
+  kViking,         // kPoro , \p{N}
 };
 
 // What a tokenizer.ggml.pre value implies besides the regexes.

@@ -162,7 +162,7 @@ TEST(PreTokenizerTest, UnknownNamesAreNotImplemented) {
   EXPECT_EQ(internal::LookupPreType("qwen35")->type, internal::PreType::kQwen35);
   EXPECT_FALSE(internal::LookupPreType("qwen35")->ignore_merges);
   EXPECT_FALSE(internal::LookupPreType("qwen35")->add_bos);
-  EXPECT_FALSE(internal::LookupPreType("tekken").has_value());
+  EXPECT_FALSE(internal::LookupPreType("no-such-pre").has_value());
 }
 
 }  // namespace
@@ -194,7 +194,32 @@ TEST(PreTokenizerDeepseekTest, LlmSplits) {
   EXPECT_EQ(Words(PreType::kDeepseekLlm, "ok   "), (W2{"ok", "   "}));
 }
 
+// tekken / gpt-4o split words where the case changes (llama.cpp's rewrite:
+// upper = a letter that is not ASCII a-z), single digits vs. runs of three.
+TEST(PreTokenizerCaseSplitTest, TekkenAndGpt4o) {
+  EXPECT_EQ(Words(PreType::kTekken, "HelloWorld and CamelCase 42"),
+            (W2{"Hello", "World", " and", " Camel", "Case", " ", "4", "2"}));
+  EXPECT_EQ(Words(PreType::kTekken, "HELLOworld"), (W2{"HELLOworld"}));
+  EXPECT_EQ(Words(PreType::kTekken, "a/b\n"), (W2{"a", "/b", "\n"}));  // one mark may lead a word
+  EXPECT_EQ(Words(PreType::kGpt4o, "I'm OK 12345"), (W2{"I'm", " OK", " ", "123", "45"}));
+  EXPECT_EQ(Words(PreType::kGpt4o, "don'T stop"), (W2{"don'T", " stop"}));
+}
+
+// poro / bloom / gpt3-finnish: runs between whitespace and sentence
+// punctuation, which stay pieces of their own; viking then splits digits.
+TEST(PreTokenizerPoroTest, PoroAndViking) {
+  EXPECT_EQ(Words(PreType::kPoro, "Hello, world. Yes!"),
+            (W2{"Hello", ",", " world", ".", " Yes", "!"}));
+  EXPECT_EQ(Words(PreType::kPoro, "a\xE3\x80\x82" "b"), (W2{"a", "\xE3\x80\x82", "b"}));  // U+3002
+  EXPECT_EQ(Words(PreType::kViking, "abc123 x"), (W2{"abc", "1", "2", "3", " x"}));
+}
+
 TEST(PreTokenizerDeepseekTest, NamesAreKnown) {
+  EXPECT_EQ(internal::LookupPreType("tekken")->type, PreType::kTekken);
+  EXPECT_TRUE(internal::LookupPreType("tekken")->ignore_merges);
+  EXPECT_EQ(internal::LookupPreType("llama4")->type, PreType::kGpt4o);
+  EXPECT_EQ(internal::LookupPreType("glm4")->type, PreType::kLlama3);
+  EXPECT_EQ(internal::LookupPreType("viking")->type, PreType::kViking);
   EXPECT_EQ(internal::LookupPreType("deepseek-llm")->type, PreType::kDeepseekLlm);
   EXPECT_EQ(internal::LookupPreType("deepseek-coder")->type, PreType::kDeepseekCoder);
   EXPECT_EQ(internal::LookupPreType("deepseek-v3")->type, PreType::kDeepseek3);

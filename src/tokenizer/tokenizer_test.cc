@@ -430,10 +430,10 @@ TEST(TokenizerCreateTest, RejectsBadInput) {
   EXPECT_EQ(r.status().code(), Status::Code::kNotSupported);
   EXPECT_NE(r.status().message().find("'t5'"), std::string::npos) << r.status().ToString();
 
-  VocabData unknown_pre = RefVocab("tekken", false);
+  VocabData unknown_pre = RefVocab("no-such-pre", false);
   r = Tokenizer::Create(std::move(unknown_pre));
   EXPECT_EQ(r.status().code(), Status::Code::kNotSupported);
-  EXPECT_NE(r.status().message().find("'tekken'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("'no-such-pre'"), std::string::npos);
 
   VocabData bad_merge = RefVocab("qwen2", false);
   bad_merge.merges[7] = "nospace";
