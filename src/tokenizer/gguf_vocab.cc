@@ -27,6 +27,10 @@ Result<VocabData> VocabFromGguf(const gguf::GgufFile& f) {
   if (f.Find("tokenizer.ggml.pre") != nullptr) {
     MX_ASSIGN_OR_RETURN(d.pre, f.GetString("tokenizer.ggml.pre"));
   }
+  if (f.Find("general.name") != nullptr) {
+    auto name = f.GetString("general.name");
+    if (name.ok()) d.model_name = *name;
+  }
   MX_ASSIGN_OR_RETURN(d.tokens, f.GetStringArray("tokenizer.ggml.tokens"));
   if (f.Find("tokenizer.ggml.token_type") != nullptr) {
     MX_ASSIGN_OR_RETURN(auto types, f.GetIntArray("tokenizer.ggml.token_type"));

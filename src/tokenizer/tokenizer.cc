@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <limits>
 #include <utility>
@@ -109,6 +110,11 @@ struct Tokenizer::Impl {
   std::unique_ptr<PreTokenizer> pre;
   SpmModel spm_model;
   std::vector<int32_t> special_order;  // CONTROL/USER_DEFINED/UNKNOWN, longest text first
+  // [n_vocab] llama.cpp's LSTRIP / RSTRIP token attributes: a matched special
+  // token swallows the whitespace before / after it (kLstrip | kRstrip bits).
+  std::vector<uint8_t> strip;
+  static constexpr uint8_t kLstrip = 1, kRstrip = 2;
+  void SetStripAttributes(const VocabData& data);
   std::vector<std::string> pieces;     // [n_vocab] TokenToPiece cache
   std::vector<int32_t> eog_ids;        // sorted
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
@@ -309,6 +315,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData data) {
   std::stable_sort(t.special_order.begin(), t.special_order.end(), [&](int32_t a, int32_t b) {
     return t.texts[a].size() > t.texts[b].size();
   });
+  t.SetStripAttributes(data);
 
   // SPM byte fallback table.
   if (t.spm) {
@@ -333,6 +340,28 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabData data) {
 }
 
 // --- encoding --------------------------------------------------------------
+
+void Tokenizer::Impl::SetStripAttributes(const VocabData& data) {
+  strip.assign(texts.size(), 0);
+  std::string name = data.model_name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto set = [&](std::string_view text, uint8_t bit, bool on) {
+    const int32_t id = index.Find(text);
+    if (id < 0) return;
+    strip[static_cast<size_t>(id)] = on ? (strip[static_cast<size_t>(id)] | bit)
+                                        : (strip[static_cast<size_t>(id)] & ~bit);
+  };
+  // llama.cpp (llama-vocab.cpp, attributes by model or tokenizer name).
+  if (data.pre == "jina-v2-de" || data.pre == "jina-v2-es" || data.pre == "jina-v2-code") {
+    set("<mask>", kLstrip, true);
+  } else if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (int32_t id : special_order) strip[static_cast<size_t>(id)] |= kRstrip;
+    set("</s>", kRstrip, true);
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, kRstrip, false);
+  } else if (name.find("modern-bert") != std::string::npos) {
+    set("[MASK]", kLstrip, true);
+  }
+}
 
 void Tokenizer::Impl::PartitionSpecial(std::string_view text, bool parse_special,
                                        std::vector<Fragment>* fragments) const {
@@ -380,10 +409,19 @@ void Tokenizer::Impl::PartitionSpecial(std::string_view text, bool parse_special
       const size_t end = f.offset + f.length;
       const std::string_view window = text.substr(0, end);
       size_t pos = f.offset;
+      const uint8_t attr = strip[static_cast<size_t>(id)];
+      auto space = [&](size_t i) { return std::isspace(static_cast<unsigned char>(text[i])) != 0; };
       for (size_t match; (match = window.find(special, pos)) != std::string_view::npos;) {
-        if (match > pos) next.push_back(Fragment{-1, pos, match - pos});
+        size_t left_end = match;
+        if (attr & kLstrip) {
+          while (left_end > pos && space(left_end - 1)) --left_end;
+        }
+        if (left_end > pos) next.push_back(Fragment{-1, pos, left_end - pos});
         next.push_back(Fragment{id, match, special.size()});
         pos = match + special.size();
+        if (attr & kRstrip) {
+          while (pos < end && space(pos)) ++pos;
+        }
         changed = true;
       }
       if (pos < end) next.push_back(Fragment{-1, pos, end - pos});

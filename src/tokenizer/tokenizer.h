@@ -41,6 +41,9 @@ enum class TokenType : int32_t {
 struct VocabData {
   std::string model;                // tokenizer.ggml.model: "gpt2" (BPE) or "llama" (SPM)
   std::string pre;                  // tokenizer.ggml.pre: "llama-bpe", "qwen2", "gpt-2", ...
+  // general.name: llama.cpp sets a few special tokens' whitespace stripping
+  // by model name (Phi-3: whitespace after its special tokens is dropped).
+  std::string model_name;
   std::vector<std::string> tokens;  // [n_vocab] id -> text
   std::vector<int32_t> types;       // [n_vocab] id -> TokenType; empty = all normal
   std::vector<float> scores;        // [n_vocab] SPM merge scores; empty = all 0

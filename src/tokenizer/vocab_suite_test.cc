@@ -66,6 +66,26 @@ TEST_P(VocabSuiteTest, EveryInputGivesLlamaCppsIds) {
   EXPECT_EQ(failed, 0) << "of " << inputs.size();
 }
 
+// Phi-3's special tokens swallow the whitespace after them in llama.cpp
+// (RSTRIP, set by model name): "<|user|>\nHi<|end|>" is 4 ids there with BOS
+// (<s>, <|user|>, ▁Hi, <|end|>), not 10: the newline goes.
+TEST(VocabSpecialTest, Phi3SpecialTokensStripTheWhitespaceAfterThem) {
+  auto file = gguf::GgufFile::Open(Env::Default(), VocabDir() + "/ggml-vocab-phi-3.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto tok = TokenizerFromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::vector<int32_t> ids =
+      (*tok)->Encode("<|user|>\nHi<|end|>", /*add_special=*/false, /*parse_special=*/true);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ((*tok)->Encode("<|user|>\nHi<|end|>", /*add_special=*/true, true).size(), 4u);
+  EXPECT_EQ((*tok)->TokenToPiece(ids.front()), "<|user|>");
+  EXPECT_EQ((*tok)->TokenToPiece(ids.back()), "<|end|>");
+  // The same text with " \n" after <|end|> too: stripped as well.
+  EXPECT_EQ((*tok)->Encode("<|user|>\nHi<|end|> \n", false, true), ids);
+  // Without parse_special the text stays text: nothing is stripped.
+  EXPECT_GT((*tok)->Encode("<|user|>\nHi<|end|>", false, false).size(), 4u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, VocabSuiteTest,
                          ::testing::Values("llama-spm", "phi-3", "gpt-2", "deepseek-llm",
                                            "deepseek-coder"),
