@@ -171,12 +171,10 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     if (!m.is_object()) return TypeError("messages[" + std::to_string(i) + "]", "an object");
     templates::ChatMessage msg;
     MX_ASSIGN_OR_RETURN(msg.role, GetString(m, "role", true));
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
-        msg.role != "developer" && msg.role != "tool") {
-      return Status::InvalidArgument(
-          "messages[" + std::to_string(i) + "].role '" + msg.role +
-          "' is not supported (system, developer, user, assistant, tool)");
-    }
+    // Any role reaches the template (tool, ipython, ...); the built-in
+    // families refuse the ones they do not know.
+    if (msg.role.empty())
+      return TypeError("messages[" + std::to_string(i) + "].role", "a non-empty string");
     if (auto rc = m.find("reasoning_content");
         rc != m.end() && !rc->is_null() && !rc->is_string()) {
       return TypeError("messages[" + std::to_string(i) + "].reasoning_content", "a string");

@@ -69,8 +69,9 @@ TEST(ApiTypesTest, OutOfRangeValuesAreRejected) {
 
 TEST(ApiTypesTest, MissingMessagesIsRejected) { ExpectBad(Chat(R"({"model":"m"})").status(), "'messages'"); }
 
-TEST(ApiTypesTest, UnknownRoleIsRejected) {
-  ExpectBad(Chat(R"({"messages":[{"role":"robot","content":"x"}]})").status(), "role");
+TEST(ApiTypesTest, EmptyOrMissingRoleIsRejected) {
+  ExpectBad(Chat(R"({"messages":[{"role":"","content":"x"}]})").status(), "role");
+  ExpectBad(Chat(R"({"messages":[{"content":"x"}]})").status(), "role");
 }
 
 TEST(ApiTypesTest, ToolRoleAndToolCallsAreAccepted) {
