@@ -174,3 +174,44 @@ TEST(LoadedModelTemplateTest, StrftimeNowFormatsTheGivenDate) {
 
 }  // namespace
 }  // namespace mx::engine
+
+namespace mx::engine {
+namespace {
+
+TEST(LoadedModelTemplateTest, DeveloperIsSentAsSystemToATemplateThatDoesNotNameIt) {
+  auto lm = LoadWithTemplate("", "developer");
+  ASSERT_NE(lm, nullptr);
+  EXPECT_FALSE(lm->template_knows_developer);
+  auto text = lm->RenderChat(PromptFromJson(
+      R"([{"role":"developer","content":"be brief"},{"role":"user","content":"hi"}])"));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text,
+            "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(LoadedModelTemplateTest, TemplateNamingDeveloperGetsItAsSent) {
+  auto lm = LoadWithTemplate(
+      "{% for m in messages %}{% if m.role == 'developer' %}D:{% endif %}{{ m.content }}{% endfor "
+      "%}",
+      "developer_known");
+  ASSERT_NE(lm, nullptr);
+  auto text = lm->RenderChat(PromptFromJson(R"([{"role":"developer","content":"x"}])"));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "D:x");
+}
+
+TEST(LoadedModelTemplateTest, ContentPartsReachATemplateThatReadsThem) {
+  auto lm = LoadWithTemplate(
+      "{% for m in messages %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endfor %}",
+      "parts_known");
+  ASSERT_NE(lm, nullptr);
+  EXPECT_TRUE(lm->template_takes_content_parts);
+  auto text = lm->RenderChat(PromptFromJson(
+      R"([{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}])"));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "[a][b]");
+}
+
+}  // namespace
+}  // namespace mx::engine
