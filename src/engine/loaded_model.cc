@@ -1,15 +1,88 @@
 #include "engine/loaded_model.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "core/logging.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mx::engine {
+namespace {
+
+using jinja::Value;
+
+const Value* Field(const Value& dict, std::string_view key) {
+  return dict.is_dict() ? dict.as_dict().Find(key) : nullptr;
+}
+
+// The text parts of an OpenAI content list, joined (other parts skipped).
+std::string JoinTextParts(const Value& parts) {
+  std::string text;
+  for (const Value& part : parts.as_list()) {
+    const Value* type = Field(part, "type");
+    const Value* t = Field(part, "text");
+    if (type != nullptr && type->is_string() && type->as_string() == "text" && t != nullptr &&
+        t->is_string()) {
+      text += t->as_string();
+    }
+  }
+  return text;
+}
+
+// A copy of `message` with `key` set to `value` (order kept).
+Value WithField(const Value& message, std::string_view key, Value value) {
+  jinja::Dict d = message.as_dict();
+  d.Set(Value::String(std::string(key)), std::move(value));
+  return Value::FromDict(std::move(d));
+}
+
+// The local calendar time of `env`'s wall clock.
+jinja::DateTime LocalNow(Env* env) {
+  const time_t t = static_cast<time_t>((env != nullptr ? env->WallMicros() : 0) / 1000000);
+  struct tm tm_local = {};
+  localtime_r(&t, &tm_local);
+  return {tm_local.tm_year + 1900, tm_local.tm_mon + 1, tm_local.tm_mday,
+          tm_local.tm_hour,        tm_local.tm_min,     tm_local.tm_sec};
+}
+
+// The family renderer's messages: role, content (text parts joined, None
+// as "") and reasoning_content.
+Result<std::vector<templates::ChatMessage>> FamilyMessages(const Value& messages) {
+  if (!messages.is_sequence()) return Status::InvalidArgument("'messages' must be a list");
+  std::vector<templates::ChatMessage> out;
+  for (size_t i = 0; i < messages.as_list().size(); ++i) {
+    const Value& m = messages.as_list()[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    const Value* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Status::InvalidArgument(where + ".role must be a string");
+    }
+    templates::ChatMessage msg;
+    msg.role = role->as_string();
+    const Value* content = Field(m, "content");
+    if (content == nullptr || content->is_none()) {
+      // empty
+    } else if (content->is_string()) {
+      msg.content = content->as_string();
+    } else if (content->is_sequence()) {
+      msg.content = JoinTextParts(*content);
+    } else {
+      return Status::InvalidArgument(where + ".content must be a string or a list of parts");
+    }
+    if (const Value* r = Field(m, "reasoning_content"); r != nullptr && r->is_string()) {
+      msg.reasoning_content = r->as_string();
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::string& path,
                                                        const ModelLoadOptions& options) {
   auto m = std::make_unique<LoadedModel>();
+  m->env = env;
   MX_ASSIGN_OR_RETURN(m->model, models::Model::Load(env, path, options.load));
   MX_ASSIGN_OR_RETURN(m->tokenizer, tokenizer::TokenizerFromGguf(m->model->file()));
   if (m->tokenizer->n_vocab() != m->model->config().n_vocab) {
@@ -17,31 +90,151 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::stri
                                    " tokens, the model's output has " +
                                    std::to_string(m->model->config().n_vocab));
   }
+  if (m->tokenizer->bos_id() >= 0) m->bos_text = m->tokenizer->TokenText(m->tokenizer->bos_id());
+  if (m->tokenizer->eos_id() >= 0) m->eos_text = m->tokenizer->TokenText(m->tokenizer->eos_id());
+  std::string jinja;
+  if (m->model->file().Find("tokenizer.chat_template") != nullptr) {
+    MX_ASSIGN_OR_RETURN(jinja, m->model->file().GetString("tokenizer.chat_template"));
+  }
   if (!options.template_override.empty()) {
     MX_ASSIGN_OR_RETURN(m->family, templates::FamilyFromName(options.template_override));
     m->family_detected = true;
+    m->template_fallback_reason =
+        "the template family is forced to '" + options.template_override + "'";
+    return m;
+  }
+  if (auto family = templates::DetectFamily(jinja)) {
+    m->family = *family;
+    m->family_detected = true;
+  }
+  const std::string fallback = "built-in '" + std::string(templates::FamilyName(m->family)) + "'";
+  if (jinja.empty()) {
+    m->template_fallback_reason = "the file has no tokenizer.chat_template";
+  } else if (auto parsed = jinja::Template::Parse(jinja); !parsed.ok()) {
+    m->template_fallback_reason =
+        "tokenizer.chat_template does not parse: " + parsed.status().message();
   } else {
-    std::string jinja;
-    if (m->model->file().Find("tokenizer.chat_template") != nullptr) {
-      MX_ASSIGN_OR_RETURN(jinja, m->model->file().GetString("tokenizer.chat_template"));
-    }
-    if (auto family = templates::DetectFamily(jinja)) {
-      m->family = *family;
-      m->family_detected = true;
-    } else {
-      MX_LOG(kWarn) << path << ": chat template not recognised, using ChatML";
-    }
+    m->chat_template = std::move(parsed).value();
+    m->template_knows_developer = jinja.find("developer") != std::string::npos;
+    // Like llama.cpp's capability probe: a template that prints a text
+    // part's text takes content as a list of parts; others (that fail on a
+    // list, or print its Python repr) get the text parts joined.
+    const std::string probe = "mx-content-part-probe";
+    ChatPrompt p;
+    p.messages = Value::List({Value::MakeDict(
+        {{"role", Value::String("user")},
+         {"content", Value::List({Value::MakeDict(
+                         {{"type", Value::String("text")}, {"text", Value::String(probe)}})})}})});
+    p.now = jinja::DateTime{};
+    m->template_takes_content_parts = true;
+    auto out = m->RenderChat(p);
+    m->template_takes_content_parts = out.ok() && out->find(probe) != std::string::npos &&
+                                      out->find("'text': '" + probe) == std::string::npos;
+  }
+  if (!m->chat_template) {
+    MX_LOG(kWarn) << path << ": " << m->template_fallback_reason << "; rendering chats with the "
+                  << fallback << " template";
+  } else if (!m->family_detected) {
+    MX_LOG(kInfo) << path << ": chat template family not recognised; stop strings and message "
+                  << "markers are ChatML's";
   }
   return m;
+}
+
+Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
+  if (!prompt.messages.is_sequence()) return Status::InvalidArgument("'messages' must be a list");
+  if (!chat_template) {
+    MX_ASSIGN_OR_RETURN(std::vector<templates::ChatMessage> messages,
+                        FamilyMessages(prompt.messages));
+    templates::RenderOptions options;
+    options.add_generation_prompt = prompt.add_generation_prompt;
+    if (const Value* t = Field(prompt.kwargs, "enable_thinking"); t != nullptr && !t->is_none()) {
+      options.enable_thinking = t->Truthy();
+    }
+    return templates::Render(family, messages, options);
+  }
+  // Messages as the template expects them (see the members' comments).
+  jinja::ValueList messages;
+  for (const Value& m : prompt.messages.as_list()) {
+    Value msg = m;
+    if (const Value* content = Field(msg, "content");
+        content != nullptr && content->is_sequence() && !template_takes_content_parts) {
+      msg = WithField(msg, "content", Value::String(JoinTextParts(*content)));
+    }
+    if (const Value* role = Field(msg, "role"); role != nullptr && role->is_string() &&
+                                                role->as_string() == "developer" &&
+                                                !template_knows_developer) {
+      msg = WithField(msg, "role", Value::String("system"));
+    }
+    messages.push_back(std::move(msg));
+  }
+  std::vector<std::pair<std::string, Value>> vars = {
+      {"messages", Value::List(std::move(messages))},
+      {"tools", prompt.tools},
+      {"documents", Value::None()},
+      {"add_generation_prompt", Value::Bool(prompt.add_generation_prompt)},
+      {"bos_token", Value::String(bos_text)},
+      {"eos_token", Value::String(eos_text)}};
+  if (prompt.kwargs.is_dict()) {
+    for (const auto& [k, v] : prompt.kwargs.as_dict().items()) {
+      if (!k.is_string()) continue;
+      auto it = std::find_if(vars.begin(), vars.end(),
+                             [&](const auto& kv) { return kv.first == k.as_string(); });
+      if (it != vars.end()) {
+        it->second = v;
+      } else {
+        vars.emplace_back(k.as_string(), v);
+      }
+    }
+  }
+  jinja::RenderOptions options;
+  options.now = prompt.now ? *prompt.now : LocalNow(env);
+  jinja::RenderErrorInfo info;
+  auto text = chat_template->Render(Value::MakeDict(std::move(vars)), options, &info);
+  if (!text.ok()) {
+    // Every render failure is the request's (its messages do not fit the
+    // template) and goes back to the client as such.
+    if (info.raised) return Status::InvalidArgument("chat template: " + text.status().message());
+    return Status::InvalidArgument(text.status().message());
+  }
+  return text;
+}
+
+std::vector<int32_t> LoadedModel::EncodePrompt(std::string_view text) const {
+  std::vector<int32_t> tokens =
+      tokenizer->Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  const int32_t bos = tokenizer->bos_id();
+  if (tokenizer->add_bos() && bos >= 0 && tokens.size() >= 2 && tokens[0] == bos &&
+      tokens[1] == bos) {
+    tokens.erase(tokens.begin());
+  }
+  return tokens;
+}
+
+Result<std::vector<int32_t>> LoadedModel::EncodeChat(const ChatPrompt& prompt) const {
+  MX_ASSIGN_OR_RETURN(std::string text, RenderChat(prompt));
+  return EncodePrompt(text);
 }
 
 Result<std::vector<int32_t>> LoadedModel::EncodeChat(
     const std::vector<templates::ChatMessage>& messages,
     const templates::RenderOptions& options) const {
-  MX_ASSIGN_OR_RETURN(std::string text, templates::Render(family, messages, options));
-  return tokenizer->Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  ChatPrompt prompt;
+  jinja::ValueList list;
+  for (const templates::ChatMessage& m : messages) {
+    std::vector<std::pair<std::string, Value>> fields = {{"role", Value::String(m.role)},
+                                                         {"content", Value::String(m.content)}};
+    if (m.reasoning_content)
+      fields.emplace_back("reasoning_content", Value::String(*m.reasoning_content));
+    list.push_back(Value::MakeDict(std::move(fields)));
+  }
+  prompt.messages = Value::List(std::move(list));
+  prompt.add_generation_prompt = options.add_generation_prompt;
+  if (options.enable_thinking) {
+    prompt.kwargs = Value::MakeDict({{"enable_thinking", Value::Bool(*options.enable_thinking)}});
+  }
+  return EncodeChat(prompt);
 }
-
 std::vector<int64_t> LoadedModel::MessageStarts(std::span<const int32_t> prompt,
                                                 bool generation_prompt,
                                                 int64_t* reply_start) const {

@@ -1,6 +1,9 @@
 // LoadedModel: what serving one GGUF file needs, loaded together: the
-// weights (models::Model), the tokenizer, and the chat template family.
-// Shared by `matricxon chat` and the server's model manager.
+// weights (models::Model), the tokenizer, the model's own Jinja chat template
+// (tokenizer.chat_template, rendered by mx_jinja) and the built-in template
+// family (the fallback renderer, and the source of the message-start markers
+// and end-of-turn strings). Shared by `matricxon chat` and the server's model
+// manager.
 #pragma once
 
 #include <memory>
@@ -13,6 +16,7 @@
 #include "core/status.h"
 #include "models/model.h"
 #include "templates/chat_template.h"
+#include "templates/jinja/template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mx::engine {
@@ -24,17 +28,65 @@ struct ModelLoadOptions {
   std::string template_override;
 };
 
+// One chat to render, in the shape transformers' apply_chat_template gives
+// the template (see docs/chat_templates.md "How the server uses templates").
+struct ChatPrompt {
+  // A list of message dicts as the client sent them (role, content as a
+  // string, None or a list of parts, tool_calls, reasoning_content, ...).
+  jinja::Value messages = jinja::Value::List({});
+  // The request's `tools` list, or None.
+  jinja::Value tools = jinja::Value::None();
+  // chat_template_kwargs: a dict whose keys become template variables
+  // (enable_thinking, ...); undefined or None when the request has none.
+  jinja::Value kwargs;
+  bool add_generation_prompt = true;
+  // What strftime_now() formats; unset: the local time from the Env's clock.
+  std::optional<jinja::DateTime> now;
+};
+
 struct LoadedModel {
   std::unique_ptr<models::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   templates::TemplateFamily family = templates::TemplateFamily::kChatml;
   bool family_detected = false;  // false: fell back to ChatML
+  // The parsed tokenizer.chat_template; nullopt when the file has none, it
+  // fails to parse, or a family is forced (template_override): chats then
+  // render with `family`. `template_fallback_reason` says why.
+  std::optional<jinja::Template> chat_template;
+  std::string template_fallback_reason;
+  // The template takes message content as a list of parts ({"type": "text",
+  // ...}); false: text parts are joined into one string first (the template
+  // would fail on a list or print it).
+  bool template_takes_content_parts = false;
+  // The template names the "developer" role; false: it is sent as "system".
+  bool template_knows_developer = false;
+  std::string bos_text, eos_text;  // the vocabulary's BOS / EOS token texts ("" when none)
+  Env* env = nullptr;              // its clock dates strftime_now()
 
+  // Loads the weights, the tokenizer and the chat template. A template that
+  // is missing or fails to parse is not an error: a warning is logged naming
+  // the reason and chats render with the built-in family.
   static Result<std::unique_ptr<LoadedModel>> Load(Env* env, const std::string& path,
                                                    const ModelLoadOptions& options);
 
-  // Renders `messages` with the model's template and tokenizes the result
-  // (special tokens parsed, BOS added when the model asks for it).
+  // Renders `prompt` as prompt text with the model's Jinja template (or the
+  // family when there is none). Errors are InvalidArgument meant for the
+  // client: "chat template: <message>" when the template raised, "chat
+  // template line N: ..." for any other render failure (limits included), the
+  // family renderer's errors on the fallback path. Thread-safe.
+  Result<std::string> RenderChat(const ChatPrompt& prompt) const;
+
+  // Tokenizes rendered prompt text: special tokens parsed, BOS added when the
+  // model asks for it; when the text already starts with the BOS token (many
+  // templates write bos_token) the added one is dropped, as llama.cpp does.
+  std::vector<int32_t> EncodePrompt(std::string_view text) const;
+
+  // RenderChat + EncodePrompt.
+  Result<std::vector<int32_t>> EncodeChat(const ChatPrompt& prompt) const;
+
+  // Plain text messages: builds the ChatPrompt (role, content and
+  // reasoning_content; enable_thinking as a template variable when set;
+  // include_bos_text is ignored: the template decides) and encodes it.
   Result<std::vector<int32_t>> EncodeChat(const std::vector<templates::ChatMessage>& messages,
                                           const templates::RenderOptions& options) const;
   // Where the messages of a prompt made by EncodeChat begin (token

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "templates/jinja/json.h"
+
 namespace mx::server {
 namespace {
 
@@ -169,12 +171,25 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     if (!m.is_object()) return TypeError("messages[" + std::to_string(i) + "]", "an object");
     templates::ChatMessage msg;
     MX_ASSIGN_OR_RETURN(msg.role, GetString(m, "role", true));
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer") {
-      return Status::InvalidArgument("messages[" + std::to_string(i) + "].role '" + msg.role +
-                                     "' is not supported (system, developer, user, assistant)");
+    // Any role reaches the template (tool, ipython, ...); the built-in
+    // families refuse the ones they do not know.
+    if (msg.role.empty())
+      return TypeError("messages[" + std::to_string(i) + "].role", "a non-empty string");
+    if (auto rc = m.find("reasoning_content");
+        rc != m.end() && !rc->is_null() && !rc->is_string()) {
+      return TypeError("messages[" + std::to_string(i) + "].reasoning_content", "a string");
+    }
+    if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null() && !tc->is_array()) {
+      return TypeError("messages[" + std::to_string(i) + "].tool_calls", "an array");
     }
     MX_ASSIGN_OR_RETURN(msg.content, MessageContent(m.contains("content") ? m["content"] : Json(), i, r.gen.model));
     r.messages.push_back(std::move(msg));
+  }
+  if (auto t = j.find("tools"); t != j.end() && !t->is_null() && !t->is_array()) {
+    return TypeError("tools", "an array");
+  }
+  if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null() && !k->is_object()) {
+    return TypeError("chat_template_kwargs", "an object");
   }
   MX_RETURN_IF_ERROR(GetBool(j, "logprobs", &r.logprobs));
   std::optional<int64_t> top;
@@ -184,6 +199,19 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     r.top_logprobs = static_cast<int>(*top);
   }
   return r;
+}
+
+Result<engine::ChatPrompt> ChatPromptFromBody(const std::string& body) {
+  auto parsed = jinja::ParseJson(body);
+  if (!parsed.ok() || !parsed->is_dict())
+    return Status::InvalidArgument("invalid JSON in the request body");
+  const jinja::Dict& d = parsed->as_dict();
+  engine::ChatPrompt p;
+  if (const jinja::Value* m = d.Find("messages"); m != nullptr && m->is_sequence()) p.messages = *m;
+  if (const jinja::Value* t = d.Find("tools"); t != nullptr && t->is_sequence()) p.tools = *t;
+  if (const jinja::Value* k = d.Find("chat_template_kwargs"); k != nullptr && k->is_dict())
+    p.kwargs = *k;
+  return p;
 }
 
 Result<CompletionRequest> ParseCompletionRequest(const Json& j) {

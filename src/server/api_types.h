@@ -5,13 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/status.h"
+#include "engine/loaded_model.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "templates/chat_template.h"
@@ -67,6 +67,13 @@ Result<Json> ParseJsonBody(const std::string& body);
 // `default_model` fills `model` when the request has none (a single model).
 Result<ChatRequest> ParseChatRequest(const Json& j);
 Result<CompletionRequest> ParseCompletionRequest(const Json& j);
+
+// The template's view of a chat request body (`messages`, `tools`,
+// `chat_template_kwargs`), parsed from the body text with jinja::ParseJson so
+// that objects keep the client's key order (nlohmann's Json sorts keys, and
+// tojson in templates prints tools in the order it is given). REQUIRES:
+// ParseChatRequest accepted the body (which validates those fields).
+Result<engine::ChatPrompt> ChatPromptFromBody(const std::string& body);
 Result<TokenizeRequest> ParseTokenizeRequest(const Json& j);
 Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j);
 

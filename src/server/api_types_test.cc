@@ -69,8 +69,34 @@ TEST(ApiTypesTest, OutOfRangeValuesAreRejected) {
 
 TEST(ApiTypesTest, MissingMessagesIsRejected) { ExpectBad(Chat(R"({"model":"m"})").status(), "'messages'"); }
 
-TEST(ApiTypesTest, UnknownRoleIsRejected) {
-  ExpectBad(Chat(R"({"messages":[{"role":"tool","content":"x"}]})").status(), "role");
+TEST(ApiTypesTest, EmptyOrMissingRoleIsRejected) {
+  ExpectBad(Chat(R"({"messages":[{"role":"","content":"x"}]})").status(), "role");
+  ExpectBad(Chat(R"({"messages":[{"content":"x"}]})").status(), "role");
+}
+
+TEST(ApiTypesTest, ToolRoleAndToolCallsAreAccepted) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"x"},
+      {"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":{}}}]},
+      {"role":"tool","content":"42"}],"tools":[],"chat_template_kwargs":{"enable_thinking":false}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
+TEST(ApiTypesTest, ChatTemplateKwargsMustBeAnObject) {
+  ExpectBad(
+      Chat(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[1]})").status(),
+      "'chat_template_kwargs'");
+}
+
+TEST(ApiTypesTest, ChatPromptKeepsKeyOrder) {
+  auto p = ChatPromptFromBody(R"({"messages":[{"role":"user","content":"x"}],
+      "tools":[{"zeta":1,"alpha":2}],"chat_template_kwargs":{"enable_thinking":false}})");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->tools.is_sequence());
+  const auto& items = p->tools.as_list()[0].as_dict().items();
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].first.as_string(), "zeta");
+  ASSERT_TRUE(p->kwargs.is_dict());
+  EXPECT_FALSE(p->kwargs.as_dict().Find("enable_thinking")->Truthy());
 }
 
 TEST(ApiTypesTest, CompletionPromptStringOrTokens) {

@@ -259,7 +259,9 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   if (!cr.ok()) return SendError(res, cr.status());
   auto model = ResolveModel(ctx, cr->gen.model);
   if (!model.ok()) return SendError(res, model.status());
-  auto prompt = (*model)->model->EncodeChat(cr->messages, {});
+  auto chat = ChatPromptFromBody(req.body);
+  if (!chat.ok()) return SendError(res, chat.status());
+  auto prompt = (*model)->model->EncodeChat(*chat);
   if (!prompt.ok()) return SendError(res, prompt.status());
   auto r = NewReply(ctx, Kind::kChat, *model);
   r->logprobs = cr->logprobs;

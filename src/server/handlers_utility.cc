@@ -1,5 +1,6 @@
-// Utility routes: POST /tokenize, POST /detokenize (llama.cpp server shapes),
-// GET /health, GET /metrics (Prometheus text), GET /api/routes (the table).
+// Utility routes: POST /tokenize, POST /detokenize, POST /apply-template
+// (llama.cpp server shapes), GET /health, GET /metrics (Prometheus text), GET /api/routes (the
+// table).
 #include "server/api_types.h"
 #include "server/http_util.h"
 #include "server/server.h"
@@ -44,11 +45,33 @@ void Detokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   SendJson(res, {{"content", tok.Decode(dr->tokens)}, {"model", (*model)->name}});
 }
 
+// A chat completion body -> {"prompt": the text its chat template renders}
+// (the prompt chat completions tokenize, BOS text included when the
+// template writes it).
+void ApplyTemplate(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(res, body.status());
+  auto cr = ParseChatRequest(*body);
+  if (!cr.ok()) return SendError(res, cr.status());
+  auto model = ResolveModel(ctx, cr->gen.model);
+  if (!model.ok()) return SendError(res, model.status());
+  auto chat = ChatPromptFromBody(req.body);
+  if (!chat.ok()) return SendError(res, chat.status());
+  auto text = (*model)->model->RenderChat(*chat);
+  if (!text.ok()) return SendError(res, text.status());
+  SendJson(res, {{"prompt", *text}, {"model", (*model)->name}});
+}
+
 }  // namespace
 
 void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"POST", "/tokenize", "{\"content\": text} -> {\"tokens\": [ids]}", false,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Tokenize(ctx, req, res); }});
+  routes->push_back(
+      {"POST", "/apply-template",
+       "chat completion body (messages, tools?, chat_template_kwargs?) -> {\"prompt\": "
+       "the rendered chat template}",
+       false, [ctx](const HttpRequest& req, HttpResponse& res) { ApplyTemplate(ctx, req, res); }});
   routes->push_back({"POST", "/detokenize", "{\"tokens\": [ids]} -> {\"content\": text}", false,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Detokenize(ctx, req, res); }});
   routes->push_back({"GET", "/health", "liveness: {\"status\": \"ok\"}", false,

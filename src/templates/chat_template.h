@@ -1,6 +1,9 @@
 // Chat templates: OpenAI-style `messages` -> prompt text, for a small set of
-// built-in template families. There is no Jinja engine: the family of a model
-// is recognised from distinctive substrings of its GGUF
+// built-in template families. The server renders chats with the model's own
+// Jinja template (templates/jinja, through engine::LoadedModel); these
+// families are the fallback when a file's template is missing or does not
+// parse, and always supply the message-start markers and end-of-turn strings.
+// The family of a model is recognised from distinctive substrings of its GGUF
 // `tokenizer.chat_template` (DetectFamily), or forced by name (FamilyFromName).
 // Each family reproduces its official template for plain text conversations
 // (system / user / assistant); the exact text reproduced is written down next
