@@ -242,6 +242,7 @@ Result<TokenizeRequest> ParseTokenizeRequest(const Json& j) {
   MX_ASSIGN_OR_RETURN(r.model, GetString(j, "model", false));
   MX_ASSIGN_OR_RETURN(r.content, GetString(j, "content", true));
   MX_RETURN_IF_ERROR(GetBool(j, "add_special", &r.add_special));
+  MX_RETURN_IF_ERROR(GetBool(j, "parse_special", &r.parse_special));
   MX_RETURN_IF_ERROR(GetBool(j, "with_pieces", &r.with_pieces));
   return r;
 }

@@ -52,6 +52,7 @@ struct TokenizeRequest {
   std::string model;
   std::string content;
   bool add_special = true;
+  bool parse_special = true;  // false: special-token text stays text
   bool with_pieces = false;
 };
 

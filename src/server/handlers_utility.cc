@@ -16,7 +16,7 @@ void Tokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto model = ResolveModel(ctx, tr->model);
   if (!model.ok()) return SendError(res, model.status());
   const auto& tok = *(*model)->model->tokenizer;
-  std::vector<int32_t> ids = tok.Encode(tr->content, tr->add_special, /*parse_special=*/true);
+  std::vector<int32_t> ids = tok.Encode(tr->content, tr->add_special, tr->parse_special);
   Json tokens = Json::array();
   for (int32_t id : ids) {
     if (tr->with_pieces) {

@@ -179,6 +179,21 @@ TEST_F(ServerTest, TokenizeDetokenizeRoundTrip) {
   EXPECT_EQ(d.body["content"], "The quick brown fox");
 }
 
+// parse_special false keeps special-token text as text: "<|im_end|>" is one
+// control token by default and several plain tokens without parsing.
+TEST_F(ServerTest, TokenizeHonoursParseSpecial) {
+  Reply parsed = Post(port(), "/tokenize", R"({"content":"a<|im_end|>","add_special":false})");
+  Reply text = Post(port(), "/tokenize",
+                    R"({"content":"a<|im_end|>","add_special":false,"parse_special":false})");
+  ASSERT_EQ(parsed.status, 200) << parsed.raw;
+  ASSERT_EQ(text.status, 200) << text.raw;
+  ASSERT_EQ(parsed.body["tokens"].size(), 2u) << parsed.raw;
+  EXPECT_GT(text.body["tokens"].size(), 2u) << text.raw;
+  EXPECT_EQ(std::find(text.body["tokens"].begin(), text.body["tokens"].end(),
+                      parsed.body["tokens"][1]),
+            text.body["tokens"].end());
+}
+
 TEST_F(ServerTest, ModelLists) {
   Reply v1 = Get(port(), "/v1/models");
   ASSERT_EQ(v1.status, 200);
