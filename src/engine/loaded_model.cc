@@ -1,9 +1,11 @@
 #include "engine/loaded_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 
 #include "core/logging.h"
+#include "templates/jinja/json.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace mx::engine {
@@ -200,9 +202,9 @@ Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
   return text;
 }
 
-std::vector<int32_t> LoadedModel::EncodePrompt(std::string_view text) const {
-  std::vector<int32_t> tokens =
-      tokenizer->Encode(text, /*add_special=*/true, /*parse_special=*/true);
+std::vector<int32_t> LoadedModel::EncodePrompt(std::string_view text,
+                                               std::span<const tokenizer::Tokenizer::Span> literal) const {
+  std::vector<int32_t> tokens = tokenizer->EncodeWithLiterals(text, /*add_special=*/true, literal);
   const int32_t bos = tokenizer->bos_id();
   if (tokenizer->add_bos() && bos >= 0 && tokens.size() >= 2 && tokens[0] == bos &&
       tokens[1] == bos) {
@@ -211,9 +213,124 @@ std::vector<int32_t> LoadedModel::EncodePrompt(std::string_view text) const {
   return tokens;
 }
 
+namespace {
+
+constexpr std::string_view kAsciiSpace = " \t\n\r\v\f";
+
+// The forms a template may print a message's text in: as is, or trimmed.
+std::vector<std::string_view> PrintedForms(std::string_view s) {
+  auto rstrip = [](std::string_view v) {
+    const size_t e = v.find_last_not_of(kAsciiSpace);
+    return e == std::string_view::npos ? std::string_view() : v.substr(0, e + 1);
+  };
+  auto lstrip = [](std::string_view v) {
+    const size_t b = v.find_first_not_of(kAsciiSpace);
+    return b == std::string_view::npos ? std::string_view() : v.substr(b);
+  };
+  return {s, lstrip(rstrip(s)), rstrip(s), lstrip(s)};
+}
+
+}  // namespace
+
 Result<std::vector<int32_t>> LoadedModel::EncodeChat(const ChatPrompt& prompt) const {
   MX_ASSIGN_OR_RETURN(std::string text, RenderChat(prompt));
-  return EncodePrompt(text);
+  // Message text holding a control token's text ("<|im_end|>" typed in a
+  // message) must stay text, or a user could end a turn or start one as
+  // another role. Find where the template printed each such text: render
+  // once more with each replaced by a placeholder; the placeholder render
+  // is then the real one with the texts cut out, which locates them.
+  std::vector<std::string> risky;
+  std::string marker = "mxliteral";
+  if (prompt.messages.is_list()) {
+    auto dump = jinja::ToJson(prompt.messages);
+    while (dump.ok() && dump->find(marker) != std::string::npos) marker += "q";
+  }
+  ChatPrompt masked = prompt;
+  auto mask = [&](const Value& v) -> std::optional<Value> {
+    if (!v.is_string() || !tokenizer->ContainsControlText(v.as_string())) return std::nullopt;
+    risky.push_back(v.as_string());
+    return Value::String(marker + std::to_string(risky.size() - 1) + "z");
+  };
+  if (prompt.messages.is_list()) {
+    jinja::ValueList messages;
+    for (const Value& m : prompt.messages.as_list()) {
+      Value msg = m;
+      if (const Value* c = Field(msg, "content")) {
+        if (auto p = mask(*c)) {
+          msg = WithField(msg, "content", *p);
+        } else if (c->is_sequence()) {
+          jinja::ValueList parts;
+          for (const Value& part : c->as_list()) {
+            const Value* t = Field(part, "text");
+            auto p = t != nullptr ? mask(*t) : std::nullopt;
+            parts.push_back(p ? WithField(part, "text", *p) : part);
+          }
+          msg = WithField(msg, "content", Value::List(std::move(parts)));
+        }
+      }
+      messages.push_back(std::move(msg));
+    }
+    masked.messages = Value::List(std::move(messages));
+  }
+  if (risky.empty()) return EncodePrompt(text);
+  auto with_markers = RenderChat(masked);
+  // Split the placeholder render at its placeholders and walk the real one.
+  std::vector<tokenizer::Tokenizer::Span> literal;
+  bool located = with_markers.ok();
+  if (located) {
+    const std::string& p = *with_markers;
+    size_t p_at = 0, t_at = 0;
+    for (;;) {
+      const size_t hit = p.find(marker, p_at);
+      const size_t seg_end = hit == std::string::npos ? p.size() : hit;
+      const std::string_view segment(p.data() + p_at, seg_end - p_at);
+      if (text.compare(t_at, segment.size(), segment) != 0) {
+        located = false;
+        break;
+      }
+      t_at += segment.size();
+      if (hit == std::string::npos) {
+        located = t_at == text.size();
+        break;
+      }
+      const size_t num_end = p.find('z', hit + marker.size());
+      const size_t k = num_end == std::string::npos
+                           ? risky.size()
+                           : std::strtoul(p.c_str() + hit + marker.size(), nullptr, 10);
+      if (k >= risky.size()) {
+        located = false;
+        break;
+      }
+      p_at = num_end + 1;
+      // The segment after the placeholder (up to the next one) must follow
+      // the printed text in the real render.
+      const size_t next_hit = p.find(marker, p_at);
+      const std::string_view after(p.data() + p_at,
+                                   (next_hit == std::string::npos ? p.size() : next_hit) - p_at);
+      bool found = false;
+      for (std::string_view form : PrintedForms(risky[k])) {
+        if (text.compare(t_at, form.size(), form) == 0 &&
+            text.compare(t_at + form.size(), after.size(), after) == 0) {
+          literal.push_back({t_at, t_at + form.size()});
+          t_at += form.size();
+          found = true;
+          break;
+        }
+      }
+      if (!found) {
+        located = false;
+        break;
+      }
+    }
+  }
+  if (!located) {
+    // The template did more than print or trim the text: its control-token
+    // text is tokenized as such (what other servers always do).
+    MX_LOG(kWarn) << "chat template: could not locate a message's text in the prompt; its "
+                     "special-token text is tokenized as special tokens";
+    literal.clear();
+  }
+  return EncodePrompt(text, literal);
 }
 
 Result<std::vector<int32_t>> LoadedModel::EncodeChat(

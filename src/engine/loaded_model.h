@@ -79,9 +79,15 @@ struct LoadedModel {
   // Tokenizes rendered prompt text: special tokens parsed, BOS added when the
   // model asks for it; when the text already starts with the BOS token (many
   // templates write bos_token) the added one is dropped, as llama.cpp does.
-  std::vector<int32_t> EncodePrompt(std::string_view text) const;
+  // `literal`: ranges of `text` whose special-token text stays text (user
+  // message text; see EncodeChat).
+  std::vector<int32_t> EncodePrompt(std::string_view text,
+                                    std::span<const tokenizer::Tokenizer::Span> literal = {}) const;
 
-  // RenderChat + EncodePrompt.
+  // RenderChat + EncodePrompt. Text of the messages that holds a control
+  // token's text ("<|im_end|>" typed by a user) is tokenized as plain text
+  // where the template printed it (as is or trimmed), so it cannot end a
+  // turn or open one.
   Result<std::vector<int32_t>> EncodeChat(const ChatPrompt& prompt) const;
 
   // Plain text messages: builds the ChatPrompt (role, content and

@@ -130,7 +130,10 @@ struct Tokenizer::Impl {
     size_t length;
   };
   void PartitionSpecial(std::string_view text, bool parse_special,
-                        std::vector<Fragment>* fragments) const;
+                        std::vector<Fragment>* fragments,
+                        std::span<const Tokenizer::Span> literal = {}) const;
+  std::vector<int32_t> EncodeFragments(std::string_view text, bool add_special,
+                                       const std::vector<Fragment>& fragments) const;
   void EncodeBpeText(std::string_view raw, BpeWordEncoder* encoder,
                      std::vector<int32_t>* out) const;
   std::string ComputePiece(int32_t id) const;
@@ -364,7 +367,14 @@ void Tokenizer::Impl::SetStripAttributes(const VocabData& data) {
 }
 
 void Tokenizer::Impl::PartitionSpecial(std::string_view text, bool parse_special,
-                                       std::vector<Fragment>* fragments) const {
+                                       std::vector<Fragment>* fragments,
+                                       std::span<const Tokenizer::Span> literal) const {
+  auto in_literal = [&](size_t begin, size_t end) {
+    for (const Tokenizer::Span& s : literal) {
+      if (begin < s.end && s.begin < end) return true;
+    }
+    return false;
+  };
   fragments->clear();
   if (text.empty()) return;
   fragments->push_back(Fragment{-1, 0, text.size()});
@@ -411,7 +421,12 @@ void Tokenizer::Impl::PartitionSpecial(std::string_view text, bool parse_special
       size_t pos = f.offset;
       const uint8_t attr = strip[static_cast<size_t>(id)];
       auto space = [&](size_t i) { return std::isspace(static_cast<unsigned char>(text[i])) != 0; };
-      for (size_t match; (match = window.find(special, pos)) != std::string_view::npos;) {
+      for (size_t match, from = pos;
+           (match = window.find(special, from)) != std::string_view::npos;) {
+        if (in_literal(match, match + special.size())) {  // user text: stays text
+          from = match + 1;
+          continue;
+        }
         size_t left_end = match;
         if (attr & kLstrip) {
           while (left_end > pos && space(left_end - 1)) --left_end;
@@ -422,6 +437,7 @@ void Tokenizer::Impl::PartitionSpecial(std::string_view text, bool parse_special
         if (attr & kRstrip) {
           while (pos < end && space(pos)) ++pos;
         }
+        from = pos;
         changed = true;
       }
       if (pos < end) next.push_back(Fragment{-1, pos, end - pos});
@@ -476,13 +492,34 @@ void Tokenizer::Impl::EncodeBpeText(std::string_view raw, BpeWordEncoder* encode
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
-  const Impl& t = *impl_;
+  std::vector<Impl::Fragment> fragments;
+  impl_->PartitionSpecial(text, parse_special, &fragments);
+  return impl_->EncodeFragments(text, add_special, fragments);
+}
+
+bool Tokenizer::ContainsControlText(std::string_view text) const {
+  for (int32_t id : impl_->special_order) {
+    if (impl_->types[id] == TokenType::kControl && !impl_->texts[id].empty() &&
+        text.find(impl_->texts[id]) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithLiterals(std::string_view text, bool add_special,
+                                                   std::span<const Span> literal) const {
+  std::vector<Impl::Fragment> fragments;
+  impl_->PartitionSpecial(text, /*parse_special=*/true, &fragments, literal);
+  return impl_->EncodeFragments(text, add_special, fragments);
+}
+
+std::vector<int32_t> Tokenizer::Impl::EncodeFragments(std::string_view text, bool add_special,
+                                                      const std::vector<Fragment>& fragments) const {
+  const Impl& t = *this;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && t.add_bos && t.bos >= 0) out.push_back(t.bos);
-
-  std::vector<Impl::Fragment> fragments;
-  t.PartitionSpecial(text, parse_special, &fragments);
 
   if (t.spm) {
     SpmEncoder encoder(t.spm_model);

@@ -79,6 +79,19 @@ class Tokenizer {
   // with all 256 byte tokens Decode(Encode(s)) == NormalizeUtf8Lenient(s).
   std::vector<int32_t> Encode(std::string_view text, bool add_special,
                               bool parse_special) const;
+  // Byte range [begin, end) of a text.
+  struct Span {
+    size_t begin = 0, end = 0;
+  };
+  // Encode with parse_special, except that no special token is split out
+  // where its text overlaps one of `literal` (ranges of text that came from
+  // a user, e.g. a chat message's content: "<|im_end|>" typed in a message
+  // stays text and cannot end the turn). USER_DEFINED tokens included.
+  // True when `text` contains the text of a CONTROL token (what a template
+  // writes around messages: "<|im_end|>", "<|start_header_id|>", ...).
+  bool ContainsControlText(std::string_view text) const;
+  std::vector<int32_t> EncodeWithLiterals(std::string_view text, bool add_special,
+                                          std::span<const Span> literal) const;
 
   // The raw bytes token `id` stands for (llama.cpp token_to_piece with
   // special = true): BPE normal tokens through the inverse byte map, SPM "▁" ->
