@@ -105,6 +105,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::stri
         "the template family is forced to '" + options.template_override + "'";
     return m;
   }
+  m->thinks = jinja.find("</think>") != std::string::npos;
   if (auto family = templates::DetectFamily(jinja)) {
     m->family = *family;
     m->family_detected = true;

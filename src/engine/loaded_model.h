@@ -60,6 +60,9 @@ struct LoadedModel {
   bool template_takes_content_parts = false;
   // The template names the "developer" role; false: it is sent as "system".
   bool template_knows_developer = false;
+  // The model thinks in <think>...</think> blocks (its template or family
+  // says so): replies can split reasoning from the answer.
+  bool thinks = false;
   std::string bos_text, eos_text;  // the vocabulary's BOS / EOS token texts ("" when none)
   Env* env = nullptr;              // its clock dates strftime_now()
 

@@ -198,6 +198,14 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     if (!r.logprobs && *top > 0) return Status::InvalidArgument("'top_logprobs' requires 'logprobs': true");
     r.top_logprobs = static_cast<int>(*top);
   }
+  if (j.contains("reasoning_format") && !j["reasoning_format"].is_null()) {
+    MX_ASSIGN_OR_RETURN(r.reasoning_format, GetString(j, "reasoning_format", false));
+    if (r.reasoning_format == "auto") r.reasoning_format = "deepseek";
+    if (r.reasoning_format != "deepseek" && r.reasoning_format != "none") {
+      return Status::InvalidArgument("'reasoning_format' is '" + r.reasoning_format +
+                                     "': expected none, deepseek or auto");
+    }
+  }
   return r;
 }
 

@@ -37,6 +37,9 @@ struct ChatRequest {
   std::vector<templates::ChatMessage> messages;
   bool logprobs = false;
   int top_logprobs = 0;  // 0..20
+  // "deepseek" (default; "auto" is the same): a thinking model's
+  // <think>...</think> goes to reasoning_content; "none": left in content.
+  std::string reasoning_format = "deepseek";
 };
 
 struct CompletionRequest {

@@ -5,6 +5,7 @@
 
 #include "core/logging.h"
 #include "engine/scheduler.h"
+#include "server/reasoning.h"
 #include "server/api_types.h"
 #include "server/http_util.h"
 #include "server/server.h"
@@ -25,6 +26,8 @@ struct Reply {
   bool logprobs = false;
   bool include_usage = false;
   std::string echo;  // text completions: prompt text sent first
+  // Chats with a thinking model: splits reasoning_content from content.
+  std::unique_ptr<ReasoningSplitter> reasoning;
   uint64_t start_us = 0;
   bool first_token_seen = false;
   bool done = false;
@@ -105,8 +108,16 @@ void AnswerWhole(Reply& r, HttpResponse& res) {
   }
   Json choice;
   if (r.kind == Kind::kChat) {
+    Json message = {{"role", "assistant"}, {"content", text}};
+    if (r.reasoning) {
+      std::string reasoning, content;
+      r.reasoning->Feed(text, &reasoning, &content);
+      r.reasoning->Finish(&reasoning, &content);
+      message["content"] = content;
+      if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    }
     choice = {{"index", 0},
-              {"message", {{"role", "assistant"}, {"content", text}}},
+              {"message", std::move(message)},
               {"logprobs", r.logprobs ? Json{{"content", chat_lp}} : Json(nullptr)},
               {"finish_reason", FinishReason(last)}};
   } else {
@@ -164,10 +175,27 @@ void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
           }
         }
         if (chat) {
-          out += Sse(chunk({{"index", 0}, {"delta", {{"content", ev.text}}}, {"logprobs", lp},
+          Json delta = {{"content", ev.text}};
+          if (r->reasoning) {
+            std::string reasoning, content;
+            r->reasoning->Feed(ev.text, &reasoning, &content);
+            delta = {{"content", content}};
+            if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+          }
+          out += Sse(chunk({{"index", 0}, {"delta", std::move(delta)}, {"logprobs", lp},
                             {"finish_reason", nullptr}}));
         } else {
           out += Sse(chunk({{"index", 0}, {"text", ev.text}, {"logprobs", lp}, {"finish_reason", nullptr}}));
+        }
+      }
+      if (ev.final && ev.status.ok() && chat && r->reasoning) {
+        std::string reasoning, content;  // what the splitter still held back
+        r->reasoning->Finish(&reasoning, &content);
+        if (!reasoning.empty() || !content.empty()) {
+          Json delta = {{"content", content}};
+          if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+          out += Sse(chunk({{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+                            {"finish_reason", nullptr}}));
         }
       }
       if (ev.final && ev.status.ok()) {
@@ -264,6 +292,16 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   auto prompt = (*model)->model->EncodeChat(*chat);
   if (!prompt.ok()) return SendError(res, prompt.status());
   auto r = NewReply(ctx, Kind::kChat, *model);
+  if ((*model)->model->thinks && cr->reasoning_format != "none") {
+    // Inside a block from the start when the prompt opened one.
+    const auto& p = *prompt;
+    const size_t tail = std::min<size_t>(p.size(), 8);
+    std::string end = (*model)->model->tokenizer->Decode(
+        std::span<const int32_t>(p.data() + p.size() - tail, tail));
+    while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.pop_back();
+    const bool inside = end.size() >= 7 && end.compare(end.size() - 7, 7, "<think>") == 0;
+    r->reasoning = std::make_unique<ReasoningSplitter>(inside);
+  }
   r->logprobs = cr->logprobs;
   r->include_usage = cr->gen.include_usage;
   engine::GenRequest gr = BaseRequest(cr->gen);

@@ -296,5 +296,55 @@ TEST_F(Qwen35ServerTest, OfficialTemplateChatsKeepEarlierTurns) {
   EXPECT_NE(Log().find("family qwen3.5"), std::string::npos) << Log();
 }
 
+// A thinking model's reply: with Qwen 3.5's template the prompt opens the
+// think block, so the reply (which never closes it here: random weights) is
+// reasoning_content, in one piece and streamed alike; reasoning_format
+// "none" leaves it in content.
+TEST_F(Qwen35ServerTest, ReasoningIsSplitFromTheAnswer) {
+  fs::remove(dir_ + "/models/tiny.gguf");
+  const std::string cmd = BinaryPath() + " make-model --preset tiny-qwen35 --chat-template " +
+                          std::string(MATRICXON_REF_DIR) +
+                          "/../templates/jinja/Qwen3.5-4B.jinja --quiet --out " + dir_ +
+                          "/models/tiny.gguf";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Start({"--persist-prompt-cache", "false"});
+  Json body = ChatRequestBody({{"user", "Think first, then answer."}}, 10);
+  body["ignore_eos"] = true;
+  Reply split = Post(port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(split.status, 200) << split.raw;
+  const Json& msg = split.body["choices"][0]["message"];
+  ASSERT_TRUE(msg.contains("reasoning_content")) << split.raw;
+  const std::string reasoning = msg["reasoning_content"].get<std::string>();
+  EXPECT_FALSE(reasoning.empty());
+  EXPECT_EQ(msg["content"], "");
+  body["reasoning_format"] = "none";
+  Reply raw = Post(port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(raw.status, 200) << raw.raw;
+  EXPECT_EQ(raw.body["choices"][0]["message"]["content"], reasoning);
+  EXPECT_FALSE(raw.body["choices"][0]["message"].contains("reasoning_content"));
+  // Streamed: the reasoning arrives as delta.reasoning_content.
+  body.erase("reasoning_format");
+  body["stream"] = true;
+  httplib::Client cli("127.0.0.1", port());
+  auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200);
+  std::string streamed, content;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const Json ev = Json::parse(line.substr(6));
+    if (!ev.contains("choices") || ev["choices"].empty()) continue;
+    const Json& d = ev["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) streamed += d["reasoning_content"].get<std::string>();
+    if (d.contains("content") && d["content"].is_string())
+      content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, reasoning);
+  EXPECT_EQ(content, "");
+  body["reasoning_format"] = "sideways";
+  body["stream"] = false;
+  EXPECT_EQ(Post(port(), "/v1/chat/completions", body.dump()).status, 400);
+}
+
 }  // namespace
 }  // namespace mx::testing
