@@ -61,6 +61,21 @@ struct Scheduler::Slot {
   bool reading() const { return n_read < request.prompt.size(); }
 };
 
+std::string DivergenceNote(std::span<const int64_t> message_starts, int64_t diverged_at) {
+  // A chat that goes on leaves its cached self in its last reply (message
+  // n-2 of n: the reply, then the new message). Leaving it earlier means an
+  // earlier message changed: the client edited it, or the chat template
+  // rewrites past turns (dropped reasoning, dates, tool results).
+  if (diverged_at <= 0 || message_starts.size() < 3) return "";
+  const auto k = static_cast<size_t>(
+      std::upper_bound(message_starts.begin(), message_starts.end(), diverged_at) -
+      message_starts.begin());  // 1-based message holding the divergence
+  if (k == 0 || k + 2 > message_starts.size()) return "";
+  return "; the prompt left the cached chat at token " + std::to_string(diverged_at) +
+         ", inside message " + std::to_string(k) + " of " + std::to_string(message_starts.size()) +
+         " (an earlier message changed: edited by the client, or rewritten by the chat template)";
+}
+
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const LoadedModel& model, const SchedulerOptions& options,
                                                       Env* env) {
   if (options.n_parallel < 1) return Status::InvalidArgument("scheduler: n_parallel must be >= 1");
@@ -184,7 +199,8 @@ Status Scheduler::StartSlot(Slot& s) {
         PlanStateSnapshots(*s.seq, sr, SnapshotLimitsFor(options_.cache, *runner_->layout()));
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t1) / 1000.0;
   }
-  MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line();
+  MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line()
+                << DivergenceNote(s.request.message_starts, s.ticket.diverged_at());
   return Status::Ok();
 }
 

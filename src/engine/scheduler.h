@@ -23,6 +23,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <span>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,11 @@
 #include "models/runner.h"
 
 namespace mx::engine {
+
+// For the cache's log line: when a prompt left the cached chat it came from
+// inside an earlier message than the last reply (token `diverged_at`), says
+// where and that an earlier message changed; "" otherwise.
+std::string DivergenceNote(std::span<const int64_t> message_starts, int64_t diverged_at);
 
 struct SchedulerOptions {
   int n_threads = 1;

@@ -287,3 +287,23 @@ TEST(LoadedModelTest, MessageStartsAreWhereEachMessageBegins) {
 
 }  // namespace
 }  // namespace mx::engine
+
+namespace mx::engine {
+namespace {
+
+// System, user, reply, new user message: leaving the cached chat in the
+// reply is a chat going on; inside the first user message, an earlier
+// message changed.
+TEST(DivergenceNoteTest, NamesAnEarlierMessageThatChanged) {
+  const std::vector<int64_t> starts = {0, 10, 30, 50};
+  EXPECT_EQ(DivergenceNote(starts, 35), "");  // in the last reply
+  EXPECT_EQ(DivergenceNote(starts, 55), "");  // in the new message
+  EXPECT_EQ(DivergenceNote(starts, 0), "");
+  EXPECT_EQ(DivergenceNote({}, 15), "");
+  EXPECT_EQ(DivergenceNote(starts, 15),
+            "; the prompt left the cached chat at token 15, inside message 2 of 4 (an earlier "
+            "message changed: edited by the client, or rewritten by the chat template)");
+}
+
+}  // namespace
+}  // namespace mx::engine
