@@ -220,6 +220,8 @@ TEST(PreTokenizerDeepseekTest, NamesAreKnown) {
   EXPECT_EQ(internal::LookupPreType("llama4")->type, PreType::kGpt4o);
   EXPECT_EQ(internal::LookupPreType("glm4")->type, PreType::kLlama3);
   EXPECT_EQ(internal::LookupPreType("viking")->type, PreType::kViking);
+  EXPECT_EQ(internal::LookupPreType("hunyuan-dense")->type, PreType::kDeepseek3);
+  EXPECT_EQ(internal::LookupPreType("minimax-m2")->type, PreType::kGpt4o);
   EXPECT_EQ(internal::LookupPreType("deepseek-llm")->type, PreType::kDeepseekLlm);
   EXPECT_EQ(internal::LookupPreType("deepseek-coder")->type, PreType::kDeepseekCoder);
   EXPECT_EQ(internal::LookupPreType("deepseek-v3")->type, PreType::kDeepseek3);
