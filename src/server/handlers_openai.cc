@@ -281,35 +281,28 @@ engine::GenRequest BaseRequest(const GenerationFields& g) {
 }
 
 void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
-  auto body = ParseJsonBody(req.body);
-  if (!body.ok()) return SendError(res, body.status());
-  auto cr = ParseChatRequest(*body);
-  if (!cr.ok()) return SendError(res, cr.status());
-  auto model = ResolveModel(ctx, cr->gen.model);
-  if (!model.ok()) return SendError(res, model.status());
-  auto chat = ChatPromptFromBody(req.body);
-  if (!chat.ok()) return SendError(res, chat.status());
-  auto prompt = (*model)->model->EncodeChat(*chat);
+  auto call = ParseChatCall(ctx, req);
+  if (!call.ok()) return SendError(res, call.status());
+  const ChatRequest& cr = call->request;
+  const engine::LoadedModel& lm = *call->model->model;
+  auto prompt = lm.EncodeChat(call->prompt);
   if (!prompt.ok()) return SendError(res, prompt.status());
-  auto r = NewReply(ctx, Kind::kChat, *model);
-  if ((*model)->model->thinks && cr->reasoning_format != "none") {
+  auto r = NewReply(ctx, Kind::kChat, call->model);
+  if (lm.thinks && cr.reasoning_format != "none") {
     // Inside a block from the start when the prompt opened one.
     const auto& p = *prompt;
     const size_t tail = std::min<size_t>(p.size(), 8);
-    std::string end = (*model)->model->tokenizer->Decode(
-        std::span<const int32_t>(p.data() + p.size() - tail, tail));
-    while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.pop_back();
-    const bool inside = end.size() >= 7 && end.compare(end.size() - 7, 7, "<think>") == 0;
-    r->reasoning = std::make_unique<ReasoningSplitter>(inside);
+    r->reasoning = std::make_unique<ReasoningSplitter>(PromptOpensThinkBlock(
+        lm.tokenizer->Decode(std::span<const int32_t>(p.data() + p.size() - tail, tail))));
   }
-  r->logprobs = cr->logprobs;
-  r->include_usage = cr->gen.include_usage;
-  engine::GenRequest gr = BaseRequest(cr->gen);
+  r->logprobs = cr.logprobs;
+  r->include_usage = cr.gen.include_usage;
+  engine::GenRequest gr = BaseRequest(cr.gen);
   gr.prompt = std::move(prompt).value();
-  gr.message_starts = (*model)->model->MessageStarts(gr.prompt, /*generation_prompt=*/true, &gr.reply_start);
-  gr.logprobs = cr->logprobs;
-  gr.top_logprobs = cr->top_logprobs;
-  Generate(ctx, r, std::move(gr), cr->gen.stream, req, res);
+  gr.message_starts = lm.MessageStarts(gr.prompt, /*generation_prompt=*/true, &gr.reply_start);
+  gr.logprobs = cr.logprobs;
+  gr.top_logprobs = cr.top_logprobs;
+  Generate(ctx, r, std::move(gr), cr.gen.stream, req, res);
 }
 
 void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {

@@ -49,17 +49,11 @@ void Detokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
 // (the prompt chat completions tokenize, BOS text included when the
 // template writes it).
 void ApplyTemplate(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
-  auto body = ParseJsonBody(req.body);
-  if (!body.ok()) return SendError(res, body.status());
-  auto cr = ParseChatRequest(*body);
-  if (!cr.ok()) return SendError(res, cr.status());
-  auto model = ResolveModel(ctx, cr->gen.model);
-  if (!model.ok()) return SendError(res, model.status());
-  auto chat = ChatPromptFromBody(req.body);
-  if (!chat.ok()) return SendError(res, chat.status());
-  auto text = (*model)->model->RenderChat(*chat);
+  auto call = ParseChatCall(ctx, req);
+  if (!call.ok()) return SendError(res, call.status());
+  auto text = call->model->model->RenderChat(call->prompt);
   if (!text.ok()) return SendError(res, text.status());
-  SendJson(res, {{"prompt", *text}, {"model", (*model)->name}});
+  SendJson(res, {{"prompt", *text}, {"model", call->model->name}});
 }
 
 }  // namespace

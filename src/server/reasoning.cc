@@ -18,6 +18,11 @@ size_t PartialTagSuffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
+bool PromptOpensThinkBlock(std::string_view tail) {
+  while (!tail.empty() && IsSpace(tail.back())) tail.remove_suffix(1);
+  return tail.size() >= kOpen.size() && tail.substr(tail.size() - kOpen.size()) == kOpen;
+}
+
 ReasoningSplitter::ReasoningSplitter(bool starts_inside)
     : state_(starts_inside ? State::kReasoning : State::kStart) {}
 

@@ -15,6 +15,10 @@
 
 namespace mx::server {
 
+// Whether prompt text ending with `tail` leaves the reply inside an open
+// think block ("<think>" then only spaces and newlines).
+bool PromptOpensThinkBlock(std::string_view tail);
+
 class ReasoningSplitter {
  public:
   // starts_inside: the prompt ended inside an open think block.

@@ -21,6 +21,14 @@ Split SplitAll(bool starts_inside, const std::vector<std::string>& pieces) {
   return out;
 }
 
+TEST(ReasoningSplitterTest, PromptThatEndsInAnOpenBlock) {
+  EXPECT_TRUE(PromptOpensThinkBlock("<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(PromptOpensThinkBlock("<think>"));
+  EXPECT_FALSE(PromptOpensThinkBlock("<think>\n\n</think>\n\n"));  // thinking switched off
+  EXPECT_FALSE(PromptOpensThinkBlock("<|im_start|>assistant\n"));
+  EXPECT_FALSE(PromptOpensThinkBlock("think>"));
+}
+
 TEST(ReasoningSplitterTest, ThinkBlockAtTheStartIsReasoning) {
   const Split s = SplitAll(false, {"<think>\nweigh it\n</think>\n\nThe answer."});
   EXPECT_EQ(s.reasoning, "\nweigh it\n");

@@ -11,6 +11,15 @@
 
 namespace mx::server {
 
+Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req) {
+  MX_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req.body));
+  ChatCall call;
+  MX_ASSIGN_OR_RETURN(call.request, ParseChatRequest(body));
+  MX_ASSIGN_OR_RETURN(call.model, ResolveModel(ctx, call.request.gen.model));
+  MX_ASSIGN_OR_RETURN(call.prompt, ChatPromptFromBody(req.body));
+  return call;
+}
+
 Result<std::shared_ptr<ServedModel>> ResolveModel(ServerContext* ctx, const std::string& name) {
   if (!name.empty()) return ctx->models->Acquire(name);
   MX_ASSIGN_OR_RETURN(auto list, ctx->models->List());

@@ -28,6 +28,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/saved_cache.h"
+#include "server/api_types.h"
 #include "server/http_transport.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
@@ -69,6 +70,16 @@ void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes);  // h
 // Resolves a request's "model" field: empty means the only model of the
 // folder (InvalidArgument when there are several). NotFound when unknown.
 Result<std::shared_ptr<ServedModel>> ResolveModel(ServerContext* ctx, const std::string& name);
+
+// A chat request's body, parsed and checked: its fields, its model, and the
+// chat to render (messages, tools and kwargs in the client's key order).
+// The errors are the client's (400 / 404 through SendError).
+struct ChatCall {
+  ChatRequest request;
+  std::shared_ptr<ServedModel> model;
+  engine::ChatPrompt prompt;
+};
+Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req);
 
 class HttpServer {
  public:
