@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -344,6 +346,49 @@ TEST_F(Qwen35ServerTest, ReasoningIsSplitFromTheAnswer) {
   body["reasoning_format"] = "sideways";
   body["stream"] = false;
   EXPECT_EQ(Post(port(), "/v1/chat/completions", body.dump()).status, 400);
+}
+
+// bench chat's hybrid scenario: every 3rd turn also a regenerated reply (the
+// same prompt: all but one token from the snapshot before the end) and an
+// edited last message (a restart inside the prompt), as CSV rows of their own.
+TEST_F(Qwen35ServerTest, BenchChatHybridPresetSendsRegenerationsAndEdits) {
+  Start({"--persist-prompt-cache", "false"});
+  const std::string out = dir_ + "/bench/chat";
+  const std::string cmd =
+      BinaryPath() + " bench chat --url http://127.0.0.1:" + std::to_string(port()) +
+      " --model tiny --preset hybrid --turns 3 --system-words 20 --user-words 12"
+      " --reply-tokens 4 --modes on --out " +
+      out + " > " + dir_ + "/bench.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream csv(out + ".csv");
+  std::string header, line;
+  ASSERT_TRUE(std::getline(csv, header));
+  std::vector<std::string> cols;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) cols.push_back(c);
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  ASSERT_LT(col("kind"), cols.size()) << header;
+  std::map<std::string, int> kinds;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) f.push_back(c);
+    ASSERT_EQ(f.size(), cols.size()) << line;
+    const std::string kind = f[col("kind")];
+    ++kinds[kind];
+    const int64_t prompt = std::stoll(f[col("prompt_tokens")]);
+    const int64_t cached = std::stoll(f[col("cached_tokens")]);
+    if (kind == "regenerate") EXPECT_EQ(cached, prompt - 1) << line;
+    if (kind == "edit") {
+      EXPECT_GT(cached, 0) << line;
+      EXPECT_LT(cached, prompt - 1) << line;
+    }
+  }
+  EXPECT_EQ(kinds["turn"], 3);
+  EXPECT_EQ(kinds["regenerate"], 1);
+  EXPECT_EQ(kinds["edit"], 1);
 }
 
 }  // namespace
