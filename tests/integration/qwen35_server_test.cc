@@ -380,7 +380,9 @@ TEST_F(Qwen35ServerTest, BenchChatHybridPresetSendsRegenerationsAndEdits) {
     ++kinds[kind];
     const int64_t prompt = std::stoll(f[col("prompt_tokens")]);
     const int64_t cached = std::stoll(f[col("cached_tokens")]);
-    if (kind == "regenerate") EXPECT_EQ(cached, prompt - 1) << line;
+    if (kind == "regenerate") {
+      EXPECT_EQ(cached, prompt - 1) << line;
+    }
     if (kind == "edit") {
       EXPECT_GT(cached, 0) << line;
       EXPECT_LT(cached, prompt - 1) << line;
