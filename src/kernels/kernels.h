@@ -114,6 +114,25 @@ struct RopeParams {
 // to re-rotate cached keys by a position delta.
 void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos);
 
+// A row's position for multi-section RoPE: time, height, width and a fourth
+// component (llama.cpp's (t, h, w, e)). Text rows have t = h = w = their
+// position and e = 0; image rows of Qwen-VL models share t and differ in h, w.
+struct RopePos {
+  int64_t t = 0, h = 0, w = 0, e = 0;
+  static RopePos Text(int64_t pos) { return {pos, pos, pos, 0}; }
+  bool operator==(const RopePos&) const = default;
+};
+// Interleaved multi-section RoPE (llama.cpp's IMRoPE, rope type 40: Qwen3-VL,
+// Qwen 3.5). NeoX pairs (i, i + n_rot/2) of the first n_rot dims; pair i
+// takes sector s = i mod (sections[0] + ... + sections[3]) and rotates by the
+// h component when s % 3 == 1 and s < 3 * sections[1], w when s % 3 == 2 and
+// s < 3 * sections[2], t when s % 3 == 0 and s < 3 * sections[0], else e,
+// times freq_base^(-2i/n_rot) (each component's angle built iteratively in
+// f32 as Rope builds its one). For a text row (RopePos::Text(pos)) this is
+// bit for bit Rope(pos) in NeoX mode. REQUIRES p.mode == kNeox, sections sum > 0.
+void RopeMulti(float* x, int n_heads, int head_dim, const RopeParams& p, const int sections[4],
+               const RopePos& pos);
+
 // out[i] = silu(gate[i]) * up[i]; out may alias gate.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = max(x[i], 0)^2.

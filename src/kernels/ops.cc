@@ -35,35 +35,9 @@ void RopeAngle(float theta_extrap, const RopeParams& p, const float corr[2], int
   *s = std::sin(theta) * mscale;
 }
 
-}  // namespace
-
-void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos) {
-  const int n_rot = p.n_rot;
-  if (n_rot <= 0 || n_rot > head_dim) return;
-  const int half = n_rot / 2;
-  float corr[2] = {0.0f, 0.0f};
-  if (p.ext_factor != 0.0f) {
-    corr[0] =
-        std::fmax(0.0f, std::floor(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
-    corr[1] = std::fmin(static_cast<float>(n_rot - 1),
-                        std::ceil(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
-  }
-  // Angles are built once per call, iteratively in f32 as llama.cpp does.
-  constexpr int kStackPairs = 256;
-  float stack_cs[2 * kStackPairs];
-  std::vector<float> heap_cs;
-  float* cs = stack_cs;
-  if (half > kStackPairs) {
-    heap_cs.resize(2 * static_cast<size_t>(half));
-    cs = heap_cs.data();
-  }
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
-  float theta = static_cast<float>(pos);
-  for (int i = 0; i < half; ++i) {
-    const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-    RopeAngle(theta / ff, p, corr, i, &cs[2 * i], &cs[2 * i + 1]);
-    theta *= theta_scale;
-  }
+// The rotation of every head by the cos/sin pairs `cs` ([n_rot / 2][2]).
+void Rotate(float* x, int n_heads, int head_dim, const RopeParams& p, const float* cs) {
+  const int half = p.n_rot / 2;
   // Pair i of each head: (2i, 2i+1) in normal mode, (i, i + n_rot/2) in NeoX.
   const int stride = p.mode == RopeMode::kNeox ? 1 : 2;
   const int offset = p.mode == RopeMode::kNeox ? half : 1;
@@ -76,6 +50,62 @@ void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos)
       v[stride * i + offset] = x0 * s + x1 * c;
     }
   }
+}
+
+// The angles of one row: `pick(i)` says which of the four position
+// components pair i rotates by (0 t, 1 h, 2 w, 3 e); each component's angle
+// is built iteratively in f32, as llama.cpp does, then fed to rope_yarn.
+template <typename Pick>
+void RopeRow(float* x, int n_heads, int head_dim, const RopeParams& p, const int64_t pos[4],
+             Pick pick) {
+  const int n_rot = p.n_rot;
+  if (n_rot <= 0 || n_rot > head_dim) return;
+  const int half = n_rot / 2;
+  float corr[2] = {0.0f, 0.0f};
+  if (p.ext_factor != 0.0f) {
+    corr[0] =
+        std::fmax(0.0f, std::floor(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    corr[1] = std::fmin(static_cast<float>(n_rot - 1),
+                        std::ceil(YarnCorrDim(n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+  }
+  constexpr int kStackPairs = 256;
+  float stack_cs[2 * kStackPairs];
+  std::vector<float> heap_cs;
+  float* cs = stack_cs;
+  if (half > kStackPairs) {
+    heap_cs.resize(2 * static_cast<size_t>(half));
+    cs = heap_cs.data();
+  }
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta[4];
+  for (int k = 0; k < 4; ++k) theta[k] = static_cast<float>(pos[k]);
+  for (int i = 0; i < half; ++i) {
+    const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+    RopeAngle(theta[pick(i)] / ff, p, corr, i, &cs[2 * i], &cs[2 * i + 1]);
+    for (float& t : theta) t *= theta_scale;
+  }
+  Rotate(x, n_heads, head_dim, p, cs);
+}
+
+}  // namespace
+
+void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos) {
+  const int64_t all[4] = {pos, pos, pos, pos};
+  RopeRow(x, n_heads, head_dim, p, all, [](int) { return 0; });
+}
+
+void RopeMulti(float* x, int n_heads, int head_dim, const RopeParams& p, const int sections[4],
+               const RopePos& pos) {
+  const int64_t comp[4] = {pos.t, pos.h, pos.w, pos.e};
+  const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+  if (sect_dims <= 0) return Rope(x, n_heads, head_dim, p, pos.t);
+  RopeRow(x, n_heads, head_dim, p, comp, [&](int i) {
+    const int s = i % sect_dims;
+    if (s % 3 == 1 && s < 3 * sections[1]) return 1;
+    if (s % 3 == 2 && s < 3 * sections[2]) return 2;
+    if (s % 3 == 0 && s < 3 * sections[0]) return 0;
+    return 3;
+  });
 }
 
 void Add(const float* x, int64_t n, float* y) {

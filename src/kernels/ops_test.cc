@@ -135,6 +135,40 @@ TEST_P(OpsTest, RopeComposesAcrossPositions) {
   }
 }
 
+// IMRoPE: a text row is plain NeoX RoPE bit for bit; an image row rotates
+// each pair by the component its sector names (sections [3, 3, 2, 0] over 8
+// pairs: t for pairs 0, 3, 6; h for 1, 4, 7; w for 2, 5), checked against
+// exact angles pos * base^(-2i/n_rot).
+TEST_P(OpsTest, RopeMultiPicksEachPairsComponent) {
+  RopeParams p;
+  p.n_rot = 16;
+  p.mode = RopeMode::kNeox;
+  p.freq_base = 1e7f;
+  const int sections[4] = {3, 3, 2, 0};
+  const std::vector<float> x = RandomVec(2 * 64, 11);
+  for (int64_t pos : {0, 7, 300}) {
+    std::vector<float> plain = x, multi = x;
+    Rope(plain.data(), 2, 64, p, pos);
+    RopeMulti(multi.data(), 2, 64, p, sections, RopePos::Text(pos));
+    ASSERT_EQ(0, std::memcmp(plain.data(), multi.data(), x.size() * sizeof(float))) << pos;
+  }
+  const RopePos img{34, 36, 38, 0};
+  const int picks[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+  std::vector<float> got = x;
+  RopeMulti(got.data(), 2, 64, p, sections, img);
+  const int64_t comp[3] = {img.t, img.h, img.w};
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 8; ++i) {
+      const double angle =
+          static_cast<double>(comp[picks[i]]) * std::pow(1e7, -2.0 * i / 16.0);
+      const size_t a = static_cast<size_t>(h * 64 + i), b = a + 8;
+      EXPECT_NEAR(got[a], x[a] * std::cos(angle) - x[b] * std::sin(angle), 1e-4) << i;
+      EXPECT_NEAR(got[b], x[a] * std::sin(angle) + x[b] * std::cos(angle), 1e-4) << i;
+    }
+    for (int d = 16; d < 64; ++d) EXPECT_EQ(got[h * 64 + d], x[h * 64 + d]);
+  }
+}
+
 TEST_P(OpsTest, RopeAnglesFollowTheFrequencyLadder) {
   // Against exact angles pos * base^(-2i/n) at a small position, where f32
   // angle construction error is far below the tolerance: catches pairing or

@@ -53,12 +53,12 @@ Status Runner::Prepare(std::span<const BatchEntry> batch) {
       return Status::InvalidArgument("batch entry " + std::to_string(i) +
                                      ": sequence state belongs to another model or runner");
     }
-    if (e.token < 0 || e.token >= n_vocab) {
+    if (e.embedding == nullptr && (e.token < 0 || e.token >= n_vocab)) {
       return Status::InvalidArgument("token id " + std::to_string(e.token) +
                                      " is out of range [0, " + std::to_string(n_vocab) + ")");
     }
     auto [it, inserted] = next_pos.try_emplace(e.seq, e.seq->n_tokens());
-    plan_.push_back({e.seq, it->second});
+    plan_.push_back({e.seq, it->second, e.has_pos ? e.pos : kernels::RopePos::Text(it->second)});
     ++it->second;
   }
   for (const auto& [seq, end] : next_pos) {
@@ -88,8 +88,13 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
   // Embeddings.
   const Matrix& emb = model_.token_embd();
   for (int64_t i = 0; i < n; ++i) {
-    kernels::DequantizeRow(emb.type, emb.data + static_cast<size_t>(batch[i].token) * emb.row_bytes,
-                           &x_[static_cast<size_t>(i * e)], e);
+    float* row = &x_[static_cast<size_t>(i * e)];
+    if (batch[i].embedding != nullptr) {
+      std::memcpy(row, batch[i].embedding, static_cast<size_t>(e) * sizeof(float));
+    } else {
+      kernels::DequantizeRow(emb.type, emb.data + static_cast<size_t>(batch[i].token) * emb.row_bytes,
+                             row, e);
+    }
   }
 
   // Attention query tiles: runs of consecutive entries of one sequence, as

@@ -3,9 +3,13 @@
 // is one Runner per compute loop (per loaded model).
 //
 // A batch lists (sequence, token) entries. Each sequence's entries are read
-// in order and continue that sequence: the first takes position
-// seq->n_tokens(), the next one more, and so on. Logits come back for the
-// entries that ask for them, in batch order.
+// in order and continue that sequence: the first takes row seq->n_tokens(),
+// the next one more, and so on. A row's RoPE position is its row number
+// unless the entry gives one (prompts with images: an image's rows share a
+// time position and the text after it continues past the image's largest
+// side, so positions fall behind rows). An entry may carry an embedding
+// instead of a token (an image row). Logits come back for the entries that
+// ask for them, in batch order.
 //
 // Batch invariance: the logits of an entry are bit-identical whether its
 // sequence was read in one batch, in chunks of any size, or next to other
@@ -27,9 +31,26 @@
 namespace mx::models {
 
 struct BatchEntry {
+  BatchEntry() = default;
+  BatchEntry(SequenceState* s, int32_t t, bool logits) : seq(s), token(t), want_logits(logits) {}
+  // An image row at RoPE position p.
+  static BatchEntry Embedding(SequenceState* s, const float* row, kernels::RopePos p, bool logits) {
+    BatchEntry e(s, 0, logits);
+    e.embedding = row;
+    e.has_pos = true;
+    e.pos = p;
+    return e;
+  }
+
   SequenceState* seq = nullptr;
-  int32_t token = 0;
+  int32_t token = 0;  // ignored when `embedding` is set
   bool want_logits = false;
+  // An image row: [n_embd] floats fed in place of a token's embedding
+  // (unscaled). REQUIRES: valid until Forward returns.
+  const float* embedding = nullptr;
+  // The row's RoPE position when has_pos; else its row number.
+  bool has_pos = false;
+  kernels::RopePos pos;
 };
 
 struct RunnerOptions {
@@ -63,10 +84,12 @@ class Runner {
  private:
   Runner(const Model& model, const RunnerOptions& options, std::shared_ptr<const StateLayout> l);
 
-  // Per-entry position and the sequence-local index, filled by Prepare.
+  // Per entry: its sequence, its row there and its RoPE position, filled by
+  // Prepare.
   struct Planned {
     SequenceState* seq;
-    int64_t pos;
+    int64_t pos;  // the row (KV row, keys attended: rows [0, pos])
+    kernels::RopePos rope;
   };
   Status Prepare(std::span<const BatchEntry> batch);
   // h_ = rms(x_, w) for the n entries.

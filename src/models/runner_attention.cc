@@ -62,10 +62,14 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
       for (int h = 0; h < lc.n_kv_head; ++h)
         kernels::RmsNorm(k + h * hd, w.k_norm.data(), hd, c.rms_eps, k + h * hd);
     }
-    const int64_t pos = plan_[static_cast<size_t>(i)].pos;
-    if (c.use_rope) {
-      kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, pos);
-      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, pos);
+    const Planned& plan = plan_[static_cast<size_t>(i)];
+    const int64_t pos = plan.pos;
+    if (c.use_rope && !c.rope_sections.empty()) {
+      kernels::RopeMulti(q, lc.n_head, static_cast<int>(hd), c.rope, c.rope_sections.data(), plan.rope);
+      kernels::RopeMulti(k, lc.n_kv_head, static_cast<int>(hd), c.rope, c.rope_sections.data(), plan.rope);
+    } else if (c.use_rope) {
+      kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, plan.rope.t);
+      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, plan.rope.t);
     }
     SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
     kernels::StoreKvRow(layout_->kv_type, k, kv_dim, seq->k_row(attn_index, pos));
