@@ -55,6 +55,7 @@ struct Scheduler::Slot {
   int32_t next_token = -1;  // sampled, still to be fed (decode phase)
   bool done = false;
   std::vector<int64_t> snapshots;  // positions of the snapshots this request asked for
+  std::vector<std::vector<float>> image_embd;  // per request.images; empty until encoded
   RequestTimings timings;
   int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
   int64_t step_decode = 0;  // ... and the generated token fed
@@ -142,13 +143,7 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
   } else if (request.max_tokens < 1) {
     bad = Status::InvalidArgument("max_tokens must be >= 1");
   } else {
-    for (int32_t t : request.prompt) {
-      if (t < 0 || t >= runner_->n_vocab()) {
-        bad = Status::InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                      std::to_string(runner_->n_vocab()) + ")");
-        break;
-      }
-    }
+    bad = ValidatePromptImages(request.prompt, request.images, runner_->n_vocab());
   }
   if (!bad.ok()) {
     GenEvent ev;
@@ -292,6 +287,52 @@ void Scheduler::ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t s
   }
 }
 
+bool Scheduler::EncodeImages(Slot& s, int64_t take) {
+  const std::vector<PromptImage>& images = s.request.images;
+  s.image_embd.resize(images.size());
+  const auto begin = static_cast<int64_t>(s.n_read), end = begin + take;
+  const auto n_embd = static_cast<size_t>(model_.model->config().n_embd);
+  for (size_t k = 0; k < images.size(); ++k) {
+    const PromptImage& im = images[k];
+    if (im.end_row() <= begin || im.first_row >= end || !s.image_embd[k].empty()) continue;
+    const uint64_t t0 = env_->NowMicros();
+    Result<std::vector<float>> embd = im.encode(&runner_->pool());
+    const uint64_t us = env_->NowMicros() - t0;
+    s.timings.prompt_ms += static_cast<double>(us) / 1000.0;
+    if (embd.ok() && embd->size() != static_cast<size_t>(im.n_rows()) * n_embd) {
+      embd = Status::Internal("the vision encoder gave " + std::to_string(embd->size()) + " floats for " +
+                              std::to_string(im.n_rows()) + " rows of " + std::to_string(n_embd));
+    }
+    if (!embd.ok()) {
+      MX_LOG(kError) << "model " << options_.model_name << ": image " << k + 1 << ": " << embd.status().ToString();
+      Finish(s, "error", embd.status().WithContext("image " + std::to_string(k + 1)));
+      return false;
+    }
+    MX_LOG(kInfo) << "model " << options_.model_name << ": image " << k + 1 << " of " << images.size() << " ("
+                  << im.nx << "x" << im.ny << " rows) encoded in " << us / 1000 << " ms";
+    s.image_embd[k] = std::move(embd).value();
+  }
+  return true;
+}
+
+models::BatchEntry Scheduler::PromptEntry(Slot& s, bool want_logits) {
+  const auto row = static_cast<int64_t>(s.n_read);
+  const std::vector<PromptImage>& images = s.request.images;
+  if (images.empty()) return {s.seq, s.request.prompt[s.n_read], want_logits};
+  const kernels::RopePos pos = RowPosition(images, row);
+  const int64_t k = ImageAtRow(images, row);
+  if (k >= 0) {
+    const auto n_embd = static_cast<size_t>(model_.model->config().n_embd);
+    const float* embd = s.image_embd[static_cast<size_t>(k)].data() +
+                        static_cast<size_t>(row - images[static_cast<size_t>(k)].first_row) * n_embd;
+    return models::BatchEntry::Embedding(s.seq, embd, pos, want_logits);
+  }
+  models::BatchEntry e(s.seq, s.request.prompt[s.n_read], want_logits);
+  e.has_pos = true;
+  e.pos = pos;
+  return e;
+}
+
 void Scheduler::Loop() {
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<models::BatchEntry> batch;
@@ -395,7 +436,11 @@ void Scheduler::Loop() {
       s->step_decode = 0;
       if (!s->reading() && s->next_token >= 0) {
         if (!reserve(*s, 1)) continue;
-        batch.push_back({s->seq, s->next_token, true});
+        batch.emplace_back(s->seq, s->next_token, true);
+        if (!s->request.images.empty()) {
+          batch.back().has_pos = true;
+          batch.back().pos = RowPosition(s->request.images, s->seq->n_tokens());
+        }
         wants.push_back(s.get());
         s->step_decode = 1;
       }
@@ -405,9 +450,10 @@ void Scheduler::Loop() {
       if (s->done || !s->reading() || budget <= 0) continue;
       const int64_t take = std::min<int64_t>(budget, static_cast<int64_t>(s->request.prompt.size() - s->n_read));
       if (!reserve(*s, take)) continue;
+      if (!s->request.images.empty() && !EncodeImages(*s, take)) continue;
       for (int64_t k = 0; k < take; ++k) {
         const bool last = s->n_read + 1 == s->request.prompt.size();
-        batch.push_back({s->seq, s->request.prompt[s->n_read], last});
+        batch.push_back(PromptEntry(*s, last));
         if (last) wants.push_back(s.get());
         ++s->n_read;
         ++s->step_prompt;

@@ -35,6 +35,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/loaded_model.h"
+#include "engine/prompt_images.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "models/runner.h"
@@ -101,7 +102,11 @@ struct GenRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   bool cache_prompt = true;  // false: read the whole prompt, leave the pool untouched
-  bool has_images = false;   // image prompts never match a cached chat
+  // The prompt's pictures (sorted by first_row; their rows hold image row
+  // tokens, see prompt_images.h). Encoded on the compute loop, only when a
+  // row of theirs has to be read.
+  std::vector<PromptImage> images;
+  bool has_images = false;   // never match a cached chat (pictures in the fresh mode)
   // Where each chat message begins in `prompt` (token positions, ascending;
   // empty when unknown, e.g. text completions): hybrid models keep
   // recurrent snapshots at these boundaries.
@@ -168,6 +173,12 @@ class Scheduler {
   // Handles the logits for slot `s` (its next token): samples, streams, ends.
   void OnLogits(Slot& s, std::span<const float> logits);
   void Finish(Slot& s, std::string reason, Status status);
+  // Encodes the pictures with rows among the next `take` prompt rows that
+  // are not encoded yet. False when one failed (the slot is finished).
+  bool EncodeImages(Slot& s, int64_t take);
+  // The batch entry of the slot's next prompt row (a token, or an image's
+  // embedding row), at its position.
+  models::BatchEntry PromptEntry(Slot& s, bool want_logits);
   // Charges the forward pass of the step just run (`step_us`, over a batch
   // of `n_batch` entries) to the slots in proportion to their entries.
   void ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t step_us, size_t n_batch);

@@ -155,6 +155,9 @@ LookupPlan PlanLookup(std::span<const EntryInfo> entries, std::span<const int32_
 
 std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
                                    int64_t min_kept) {
+  // Rows after a picture sit at positions behind their row numbers, which a
+  // shift's re-rotation by the dropped row count would get wrong.
+  if (std::any_of(entry.begin(), entry.end(), [](int32_t t) { return t < 0; })) return std::nullopt;
   const size_t a = CommonPrefix(entry, prompt);
   if (a >= prompt.size() || a + 1 >= entry.size()) return std::nullopt;
   std::optional<ShiftPlan> best;

@@ -61,7 +61,9 @@ struct ShiftPlan {
 
 // Finds the removed span that lets `prompt` reuse the most of `entry`, when at
 // least `min_kept` tokens after the span still match (smaller gains are not
-// worth a shift). nullopt when the prompt is no such trim of the entry.
+// worth a shift). nullopt when the prompt is no such trim of the entry, and
+// for entries holding picture rows (negative tokens): their positions are
+// not their row numbers, so a shift cannot re-rotate them.
 std::optional<ShiftPlan> PlanShift(std::span<const int32_t> entry, std::span<const int32_t> prompt,
                                    int64_t min_kept = 16);
 

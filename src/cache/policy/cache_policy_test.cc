@@ -144,6 +144,20 @@ TEST(PlanShiftTest, FindsTheDroppedSpan) {
   EXPECT_EQ(plan->reused(), 70);
 }
 
+// The same trim, but the dropped turns held a picture (negative rows): the
+// rows after it are at positions behind their row numbers, so no shift.
+TEST(PlanShiftTest, AnEntryWithPictureRowsIsNeverShifted) {
+  auto system = Seq(0, 10), old_turns = Seq(100, 160), recent = Seq(200, 260), next = Seq(300, 320);
+  std::vector<int32_t> entry = system;
+  entry.insert(entry.end(), old_turns.begin(), old_turns.end());
+  entry[20] = -7;
+  entry.insert(entry.end(), recent.begin(), recent.end());
+  std::vector<int32_t> prompt = system;
+  prompt.insert(prompt.end(), recent.begin(), recent.end());
+  prompt.insert(prompt.end(), next.begin(), next.end());
+  EXPECT_FALSE(PlanShift(entry, prompt).has_value());
+}
+
 TEST(PlanShiftTest, DropInTheMiddleAndAtTheStart) {
   auto e = Seq(0, 100);
   std::vector<int32_t> middle(e.begin(), e.begin() + 40);
