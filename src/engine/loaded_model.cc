@@ -234,6 +234,11 @@ std::vector<std::string_view> PrintedForms(std::string_view s) {
 }  // namespace
 
 Result<std::vector<int32_t>> LoadedModel::EncodeChat(const ChatPrompt& prompt) const {
+  MX_ASSIGN_OR_RETURN(RenderedChat r, RenderForTokens(prompt));
+  return EncodePrompt(r.text, r.literal);
+}
+
+Result<LoadedModel::RenderedChat> LoadedModel::RenderForTokens(const ChatPrompt& prompt) const {
   MX_ASSIGN_OR_RETURN(std::string text, RenderChat(prompt));
   // Message text holding a control token's text ("<|im_end|>" typed in a
   // message) must stay text, or a user could end a turn or start one as
@@ -273,7 +278,7 @@ Result<std::vector<int32_t>> LoadedModel::EncodeChat(const ChatPrompt& prompt) c
     }
     masked.messages = Value::List(std::move(messages));
   }
-  if (risky.empty()) return EncodePrompt(text);
+  if (risky.empty()) return RenderedChat{std::move(text), {}};
   auto with_markers = RenderChat(masked);
   // Split the placeholder render at its placeholders and walk the real one.
   std::vector<tokenizer::Tokenizer::Span> literal;
@@ -331,7 +336,7 @@ Result<std::vector<int32_t>> LoadedModel::EncodeChat(const ChatPrompt& prompt) c
                      "special-token text is tokenized as special tokens";
     literal.clear();
   }
-  return EncodePrompt(text, literal);
+  return RenderedChat{std::move(text), std::move(literal)};
 }
 
 Result<std::vector<int32_t>> LoadedModel::EncodeChat(

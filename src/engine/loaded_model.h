@@ -14,10 +14,15 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "engine/prompt_images.h"
 #include "models/model.h"
 #include "templates/chat_template.h"
 #include "templates/jinja/template.h"
 #include "tokenizer/tokenizer.h"
+
+namespace mx::vision {
+class Projector;
+}  // namespace mx::vision
 
 namespace mx::engine {
 
@@ -65,6 +70,11 @@ struct LoadedModel {
   bool thinks = false;
   std::string bos_text, eos_text;  // the vocabulary's BOS / EOS token texts ("" when none)
   Env* env = nullptr;              // its clock dates strftime_now()
+  // Pictures (SPEC §11): the vision projector loaded beside the model, and
+  // the text its picture rows are wrapped in. Null: the model takes none.
+  std::shared_ptr<const vision::Projector> projector;
+  std::string projector_path;
+  std::string image_begin_text = "<|vision_start|>", image_end_text = "<|vision_end|>";
 
   // Loads the weights, the tokenizer and the chat template. A template that
   // is missing or fails to parse is not an error: a warning is logged naming
@@ -92,6 +102,32 @@ struct LoadedModel {
   // where the template printed it (as is or trimmed), so it cannot end a
   // turn or open one.
   Result<std::vector<int32_t>> EncodeChat(const ChatPrompt& prompt) const;
+
+  // A chat whose messages hold pictures (content parts of type image_url,
+  // input_image or image, SPEC §11): `images` are the pictures in the order
+  // their parts appear (messages in order, parts in order; first_row is set
+  // here). Each part becomes, in its place, the projector's begin marker
+  // tokens, the picture's nx * ny rows (image row tokens of `mode`) and the
+  // end marker tokens; the text between pictures is tokenized piece by piece
+  // (BOS only before the first), as llama.cpp's mtmd does. InvalidArgument
+  // when the counts differ or the template did not print every picture
+  // exactly once. (Whether the model takes pictures is the caller's check.)
+  struct EncodedChat {
+    std::vector<int32_t> tokens;
+    std::vector<PromptImage> images;
+  };
+  Result<EncodedChat> EncodeChatWithImages(const ChatPrompt& prompt, std::vector<PromptImage> images,
+                                           ImageCacheMode mode) const;  // chat_images.cc
+  // The picture parts of `messages`, in order (their dicts).
+  static std::vector<const jinja::Value*> ImageParts(const jinja::Value& messages);  // chat_images.cc
+
+  // The rendered prompt text and the ranges of it that stay text (message
+  // text holding a control token's text, see EncodeChat).
+  struct RenderedChat {
+    std::string text;
+    std::vector<tokenizer::Tokenizer::Span> literal;
+  };
+  Result<RenderedChat> RenderForTokens(const ChatPrompt& prompt) const;
 
   // Plain text messages: builds the ChatPrompt (role, content and
   // reasoning_content; enable_thinking as a template variable when set;
