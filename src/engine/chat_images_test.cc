@@ -127,17 +127,15 @@ TEST_F(ChatImagesTest, CountsThatDisagreeAreErrors) {
   auto t =
       jinja::Template::Parse("{{ messages[0].content[0].text }}{{ messages[0].content[1].text }}");
   ASSERT_TRUE(t.ok());
-  LoadedModel* m = model_;
-  std::optional<jinja::Template> saved = std::move(m->chat_template);
+  auto own = LoadedModel::Load(Env::Default(), mx::testing::VisionLmPath(), {});
+  ASSERT_TRUE(own.ok());
+  LoadedModel* m = own->get();
   m->chat_template = std::move(t).value();
-  const bool saved_parts = m->template_takes_content_parts;
   m->template_takes_content_parts = true;
   ChatPrompt once = Chat(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}},
       {"type":"image_url","image_url":{"url":"y"}}, {"type":"image_url","image_url":{"url":"z"}}]}])");
-  auto printed = m->EncodeChatWithImages(
-      once, {Picture(1, 1, 1), Picture(1, 1, 2), Picture(1, 1, 3)}, ImageCacheMode::kHash);
-  m->chat_template = std::move(saved);
-  m->template_takes_content_parts = saved_parts;
+  auto printed = m->EncodeChatWithImages(once, {Picture(1, 1, 1), Picture(1, 1, 2), Picture(1, 1, 3)},
+                                         ImageCacheMode::kHash);
   ASSERT_FALSE(printed.ok());
   EXPECT_NE(printed.status().message().find("printed 2 of the 3 pictures"), std::string::npos)
       << printed.status().ToString();
