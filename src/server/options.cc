@@ -50,6 +50,19 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_PROMPT_CACHE_SNAPSHOT_MB", "prompt-cache-snapshot-mb", "256",
        "hybrid models: most MiB of recurrent snapshots per cached chat (each is one whole "
        "recurrent state; 0 = none; 0..16777216)"},
+      {"MATRICXON_PROMPT_CACHE_IMAGES", "prompt-cache-images", "fresh",
+       "prompts with pictures: fresh (never reuse a cached chat) or hash (match pictures by a hash of "
+       "their decoded pixels)"},
+      {"MATRICXON_IMAGE_MAX_MB", "image-max-mb", "8",
+       "largest picture file, MiB (1..1024; a data: URL also counts against the body limit)"},
+      {"MATRICXON_IMAGE_MAX_MEGAPIXELS", "image-max-megapixels", "50",
+       "largest decoded picture, width x height in units of 2^20 pixels (1..1024)"},
+      {"MATRICXON_MAX_IMAGES", "max-images", "8", "pictures per request (0 = none; 0..256)"},
+      {"MATRICXON_IMAGE_URL_HOSTS", "image-url-hosts", "unset",
+       "hosts whose http(s) picture URLs the server may fetch, comma-separated host names (any port); "
+       "unset: only data: URLs"},
+      {"MATRICXON_IMAGE_FETCH_TIMEOUT_S", "image-fetch-timeout-s", "10",
+       "seconds to fetch one remote picture (1..600)"},
       {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true", "save caches to disk (true/false)"},
       {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "persist-cache-budget-mb", "4096",
        "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
@@ -177,6 +190,24 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.prompt_cache_snapshot_mb, ParseRange(name, v, 0, int64_t{1} << 24));
     } else if (s.flag == "prompt-cache-context-shift") {
       MX_ASSIGN_OR_RETURN(o.prompt_cache_context_shift, ParseBoolSetting(name, v));
+    } else if (s.flag == "prompt-cache-images") {
+      if (v != "fresh" && v != "hash") {
+        return Status::InvalidArgument(name + "='" + v + "': expected fresh or hash");
+      }
+      o.prompt_cache_images_hash = v == "hash";
+    } else if (s.flag == "image-max-mb") {
+      MX_ASSIGN_OR_RETURN(int64_t mb, ParseRange(name, v, 1, 1024));
+      o.image_max_bytes = mb << 20;
+    } else if (s.flag == "image-max-megapixels") {
+      MX_ASSIGN_OR_RETURN(int64_t mp, ParseRange(name, v, 1, 1024));
+      o.image_max_pixels = mp << 20;
+    } else if (s.flag == "max-images") {
+      MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 0, 256));
+      o.max_images = static_cast<int>(n);
+    } else if (s.flag == "image-url-hosts") {
+      MX_ASSIGN_OR_RETURN(o.image_url_hosts, ParseHostList(name, v));
+    } else if (s.flag == "image-fetch-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.image_fetch_timeout_s, ParseRange(name, v, 1, 600));
     } else if (s.flag == "persist-prompt-cache") {
       MX_ASSIGN_OR_RETURN(o.persist_prompt_cache, ParseBoolSetting(name, v));
     } else if (s.flag == "persist-cache-budget-mb") {

@@ -42,6 +42,13 @@ struct ServerOptions {
   int64_t prompt_cache_snapshot_every = 256;  // hybrid models: snapshot every N prompt tokens
   int64_t prompt_cache_snapshots = 8;         // hybrid models: snapshots kept per chat
   int64_t prompt_cache_snapshot_mb = 256;     // hybrid models: most MiB of snapshots per chat
+  // Pictures (SPEC §11, docs/vision.md).
+  bool prompt_cache_images_hash = false;  // MATRICXON_PROMPT_CACHE_IMAGES=hash (default fresh)
+  int64_t image_max_bytes = int64_t{8} << 20;     // one picture's file
+  int64_t image_max_pixels = int64_t{50} << 20;   // one picture's decoded width * height
+  int max_images = 8;                             // pictures per request (0: none)
+  std::vector<std::string> image_url_hosts;       // hosts remote picture URLs may name; empty: none
+  int64_t image_fetch_timeout_s = 10;
   // Saved caches (SPEC §5-§7). The three limits are first-run defaults:
   // prompt_cache_policy.json in the cache folder wins once written.
   bool persist_prompt_cache = true;

@@ -1,0 +1,265 @@
+#include "server/image_input.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "image/image_decode.h"
+#include "image/preprocess.h"
+#include "vision/projector.h"
+
+namespace mx::server {
+namespace {
+
+using jinja::Value;
+
+const Value* Field(const Value& dict, std::string_view key) {
+  return dict.is_dict() ? dict.as_dict().Find(key) : nullptr;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+int Base64Value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+// A URL shown in an error: never all of a data: URL, never a query string.
+std::string Shown(const std::string& url) {
+  std::string s = url.substr(0, std::min<size_t>(url.find_first_of("?#"), 80));
+  return s.size() < url.size() ? s + "..." : s;
+}
+
+struct HttpUrl {
+  std::string scheme, host, path;
+  int port = 0;
+};
+
+// scheme://host[:port][/path[?query]]; no user info, no IPv6 literals.
+Result<HttpUrl> ParseHttpUrl(const std::string& url) {
+  HttpUrl u;
+  const size_t colon = url.find("://");
+  u.scheme = Lower(url.substr(0, colon));
+  const size_t host_at = colon + 3;
+  const size_t path_at = std::min(url.find_first_of("/?#", host_at), url.size());
+  std::string authority = url.substr(host_at, path_at - host_at);
+  if (authority.find('@') != std::string::npos) {
+    return Status::InvalidArgument("picture URL " + Shown(url) + ": user names in URLs are refused");
+  }
+  if (authority.empty() || authority[0] == '[') {
+    return Status::InvalidArgument("picture URL " + Shown(url) + ": expected a host name");
+  }
+  u.port = u.scheme == "https" ? 443 : 80;
+  if (const size_t c = authority.find(':'); c != std::string::npos) {
+    const std::string port = authority.substr(c + 1);
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p < 1 || p > 65535) {
+      return Status::InvalidArgument("picture URL " + Shown(url) + ": bad port '" + port + "'");
+    }
+    u.port = static_cast<int>(p);
+    authority.resize(c);
+  }
+  u.host = Lower(authority);
+  u.path = path_at < url.size() ? url.substr(path_at) : "/";
+  if (u.path[0] != '/') u.path = "/" + u.path;
+  if (const size_t hash = u.path.find('#'); hash != std::string::npos) u.path.resize(hash);
+  return u;
+}
+
+bool Fetch(const std::string& url, const ImageInputOptions& options, std::string* bytes, ImageError* error) {
+  auto parsed = ParseHttpUrl(url);
+  if (!parsed.ok()) {
+    *error = {400, parsed.status().message()};
+    return false;
+  }
+  const HttpUrl& u = *parsed;
+  if (std::find(options.url_hosts.begin(), options.url_hosts.end(), u.host) == options.url_hosts.end()) {
+    *error = {400, "picture URL " + Shown(url) + ": the server does not fetch from '" + u.host +
+                       "' (only hosts listed in MATRICXON_IMAGE_URL_HOSTS; send the picture as a data: URL)"};
+    return false;
+  }
+  httplib::Client client(u.scheme + "://" + u.host + ":" + std::to_string(u.port));
+  client.set_follow_location(false);
+  client.set_connection_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
+  client.set_read_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
+  client.set_write_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
+  bytes->clear();
+  bool too_big = false;
+  auto res = client.Get(u.path, [&](const char* data, size_t n) {
+    if (bytes->size() + n > options.max_bytes) {
+      too_big = true;
+      return false;
+    }
+    bytes->append(data, n);
+    return true;
+  });
+  if (too_big) {
+    *error = {413, "picture URL " + Shown(url) + ": more than the limit of " +
+                       std::to_string(options.max_bytes >> 20) + " MiB (MATRICXON_IMAGE_MAX_MB)"};
+    return false;
+  }
+  if (!res) {
+    *error = {400, "picture URL " + Shown(url) + ": fetch failed (" + httplib::to_string(res.error()) + ")"};
+    return false;
+  }
+  if (res->status != 200) {
+    *error = {400, "picture URL " + Shown(url) + ": the server answered HTTP " + std::to_string(res->status) +
+                       (res->status / 100 == 3 ? " (redirects are not followed)" : "")};
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> DecodeDataUrl(const std::string& url) {
+  const size_t comma = url.find(',');
+  if (url.compare(0, 5, "data:") != 0 || comma == std::string::npos) {
+    return Status::InvalidArgument("not a data: URL (expected data:image/...;base64,...)");
+  }
+  const std::string header = Lower(url.substr(5, comma - 5));
+  if (header.size() < 7 || header.compare(header.size() - 7, 7, ";base64") != 0) {
+    return Status::InvalidArgument("data: URL '" + header + "' is not base64 (expected data:image/...;base64,...)");
+  }
+  std::string out;
+  out.reserve((url.size() - comma) / 4 * 3 + 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (size_t i = comma + 1; i < url.size(); ++i) {
+    const auto c = static_cast<unsigned char>(url[i]);
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      ++pad;
+      continue;
+    }
+    const int v = Base64Value(c);
+    if (v < 0 || pad > 0) {
+      return Status::InvalidArgument("data: URL: byte " + std::to_string(i) + " is not base64" +
+                                     (pad > 0 ? " (data after the padding)" : ""));
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  if (bits >= 6 || pad > 2) return Status::InvalidArgument("data: URL: the base64 data is truncated");
+  return out;
+}
+
+bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std::string* bytes,
+                  ImageError* error) {
+  const std::string scheme = Lower(url.substr(0, std::min(url.find(':'), url.size())));
+  if (scheme == "data") {
+    // Base64 is 4/3 of the bytes: refuse an oversized picture before decoding it.
+    const size_t comma = url.find(',');
+    if (comma != std::string::npos && (url.size() - comma - 1) / 4 * 3 > options.max_bytes + 3) {
+      *error = {413, "picture of about " + std::to_string(((url.size() - comma - 1) / 4 * 3) >> 20) +
+                         " MiB: more than the limit of " + std::to_string(options.max_bytes >> 20) +
+                         " MiB (MATRICXON_IMAGE_MAX_MB)"};
+      return false;
+    }
+    auto decoded = DecodeDataUrl(url);
+    if (!decoded.ok()) {
+      *error = {400, decoded.status().message()};
+      return false;
+    }
+    *bytes = std::move(decoded).value();
+    return true;
+  }
+  if (scheme == "http" || scheme == "https") return Fetch(url, options, bytes, error);
+  *error = {400, "picture URL " + Shown(url) + ": expected a data: URL" +
+                     (options.url_hosts.empty() ? std::string() : " or an http(s) URL of an allowed host")};
+  return false;
+}
+
+std::string ImagePartUrl(const Value& part) {
+  for (const char* key : {"image_url", "image"}) {
+    const Value* v = Field(part, key);
+    if (v == nullptr) continue;
+    if (v->is_string()) return v->as_string();
+    if (const Value* url = Field(*v, "url"); url != nullptr && url->is_string()) return url->as_string();
+  }
+  return "";
+}
+
+bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel& model,
+                     const std::string& model_name, const ImageInputOptions& options,
+                     std::vector<engine::PromptImage>* images, ImageError* error) {
+  images->clear();
+  const std::vector<const Value*> parts = engine::LoadedModel::ImageParts(prompt.messages);
+  if (parts.empty()) return true;
+  if (model.projector == nullptr) {
+    *error = {400, "model '" + model_name + "' does not take pictures (no vision projector " + model_name +
+                       ".mmproj.gguf or mmproj-" + model_name + ".gguf beside it)"};
+    return false;
+  }
+  if (static_cast<int64_t>(parts.size()) > options.max_images) {
+    *error = {400, "the request holds " + std::to_string(parts.size()) + " pictures, the limit is " +
+                       std::to_string(options.max_images) + " (MATRICXON_MAX_IMAGES)"};
+    return false;
+  }
+  const vision::ProjectorConfig& pc = model.projector->config();
+  image::PreprocessParams pp;
+  pp.patch_size = pc.patch_size;
+  pp.merge = pc.merge;
+  pp.mean = pc.image_mean;
+  pp.std = pc.image_std;
+  image::DecodeLimits limits;
+  limits.max_bytes = options.max_bytes;
+  limits.max_pixels = options.max_pixels;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string what = "picture " + std::to_string(k + 1) + " of " + std::to_string(parts.size());
+    const std::string url = ImagePartUrl(*parts[k]);
+    if (url.empty()) {
+      *error = {400, what + ": the part has no image_url.url"};
+      return false;
+    }
+    std::string bytes;
+    if (!LoadImageUrl(url, options, &bytes, error)) {
+      error->message = what + ": " + error->message;
+      return false;
+    }
+    const auto span = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    if (Status st = image::CheckImageBytes(bytes.size(), limits); !st.ok()) {
+      *error = {bytes.empty() ? 400 : 413, what + ": " + st.message()};
+      return false;
+    }
+    auto rgb = image::DecodeImage(span, limits);
+    if (!rgb.ok()) {
+      *error = {400, what + ": " + rgb.status().message()};
+      return false;
+    }
+    auto prepared = image::Preprocess(*rgb, pp);
+    if (!prepared.ok()) {
+      *error = {400, what + ": " + prepared.status().message()};
+      return false;
+    }
+    engine::PromptImage im;
+    const int64_t f = pc.pixel_multiple();
+    im.nx = prepared->width / f;
+    im.ny = prepared->height / f;
+    im.pixel_hash = image::PixelHash(*rgb);
+    auto pixels = std::make_shared<const image::PreparedImage>(std::move(prepared).value());
+    im.encode = [projector = model.projector, pixels](ThreadPool* pool) -> Result<std::vector<float>> {
+      MX_ASSIGN_OR_RETURN(vision::ImageEmbeddings e,
+                          projector->Encode(pixels->pixels, pixels->width, pixels->height, pool));
+      return std::move(e.data);
+    };
+    images->push_back(std::move(im));
+  }
+  return true;
+}
+
+}  // namespace mx::server
