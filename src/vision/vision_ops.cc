@@ -154,18 +154,29 @@ void RopeVision(float* x, int64_t ld, Grid g, int64_t n_head, int64_t d, ThreadP
 void Attention(const float* q, const float* k, const float* v, int64_t ld, int64_t n,
                int64_t n_head, int64_t d, float* out, int64_t ldo, ThreadPool* pool) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // K and V of each head packed contiguously ([n_head][n][d]): the kernel
+  // then streams a head's keys from consecutive memory instead of gathering
+  // d floats every ld, and the head-major tasks below reuse them from cache.
+  std::vector<float> kh(static_cast<size_t>(n_head * n * d)), vh(kh.size());
+  ForEach(pool, n_head, [&](int64_t h, int) {
+    for (int64_t t = 0; t < n; ++t) {
+      const size_t dst = static_cast<size_t>((h * n + t) * d);
+      std::memcpy(&kh[dst], k + t * ld + h * d, static_cast<size_t>(d) * sizeof(float));
+      std::memcpy(&vh[dst], v + t * ld + h * d, static_cast<size_t>(d) * sizeof(float));
+    }
+  });
   const int64_t tile = kernels::kAttentionRowTile;
   const int64_t n_tiles = (n + tile - 1) / tile;
   const int64_t scratch_floats = kernels::AttentionScratchFloats(n, d);
   std::vector<float> scratch(static_cast<size_t>(scratch_floats * Threads(pool)));
   const std::vector<int64_t> n_pos(static_cast<size_t>(std::min(n, tile)), n);
-  ForEach(pool, n_tiles * n_head, [&](int64_t task, int thread) {
-    const int64_t t0 = (task / n_head) * tile, h = task % n_head;
+  ForEach(pool, n_head * n_tiles, [&](int64_t task, int thread) {
+    const int64_t h = task / n_tiles, t0 = (task % n_tiles) * tile;
     kernels::KvView kv;
     kv.type = DType::kF32;
-    kv.k = reinterpret_cast<const uint8_t*>(k + h * d);
-    kv.v = reinterpret_cast<const uint8_t*>(v + h * d);
-    kv.row_bytes = static_cast<size_t>(ld) * sizeof(float);
+    kv.k = reinterpret_cast<const uint8_t*>(&kh[static_cast<size_t>(h * n * d)]);
+    kv.v = reinterpret_cast<const uint8_t*>(&vh[static_cast<size_t>(h * n * d)]);
+    kv.row_bytes = static_cast<size_t>(d) * sizeof(float);
     kv.n_kv_head = 1;
     kv.head_dim = static_cast<int>(d);
     kernels::AttentionRows(q + t0 * ld + h * d, ld, std::min(tile, n - t0), 1, kv, n_pos.data(),
