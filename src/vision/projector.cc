@@ -283,6 +283,14 @@ Result<ImageEmbeddings> Projector::Encode(std::span<const float> pixels, int64_t
                                    std::to_string(npy) + " patches, more than the limit of " +
                                    std::to_string(kMaxPatches));
   }
+  const int n_threads = pool == nullptr ? 1 : pool->n_threads();
+  const double bytes = internal::WorkspaceBytes(config_, npx * npy, n_threads);
+  if (bytes > static_cast<double>(kMaxWorkspaceBytes)) {
+    return Status::ResourceExhausted(
+        "picture size " + size + " would need " + std::to_string(bytes / (1 << 20)) +
+        " MiB of working memory with this projector, more than the limit of " +
+        std::to_string(kMaxWorkspaceBytes >> 20) + " MiB");
+  }
   const auto expected = static_cast<size_t>(3 * width * height);
   if (pixels.size() != expected) {
     return Status::InvalidArgument("picture size " + size + " needs " + std::to_string(expected) +

@@ -86,6 +86,10 @@ using StageFn = std::function<void(std::string_view name, std::span<const float>
 // Most patches (ViT tokens) one picture may have: 16384 = 4096 LM tokens,
 // llama.cpp's default image_max_tokens for Qwen-VL.
 inline constexpr int64_t kMaxPatches = 16384;
+// Most working memory one Encode may take (activations of all steps). A real
+// Qwen 3.5 vision tower needs about 0.7 GiB at kMaxPatches; the cap only stops
+// a hostile file's huge sizes from turning into a huge allocation.
+inline constexpr uint64_t kMaxWorkspaceBytes = uint64_t{4} << 30;
 
 class Projector {
  public:
@@ -124,7 +128,8 @@ class Projector {
   // p = 16, merge = 2) and nx * ny rows of n_embd_out floats. Runs on `pool`
   // (null: the caller's thread); the result is bit-identical for any thread
   // count. InvalidArgument when the sizes are zero, negative, not multiples,
-  // over kMaxPatches patches, or pixels.size() != 3 * width * height.
+  // over kMaxPatches patches, or pixels.size() != 3 * width * height;
+  // ResourceExhausted when the encode would need more than kMaxWorkspaceBytes.
   // on_stage (may be null) receives the intermediate tensors.
   Result<ImageEmbeddings> Encode(std::span<const float> pixels, int64_t width, int64_t height,
                                  ThreadPool* pool, const StageFn* on_stage = nullptr) const;

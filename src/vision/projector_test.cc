@@ -249,6 +249,42 @@ TEST(ProjectorTest, BadPictureSizesAreInvalidArguments) {
   }
 }
 
+TEST(ProjectorTest, WorkingMemoryIsBounded) {
+  auto p = test::LoadTiny();
+  ASSERT_NE(p, nullptr);
+  ProjectorConfig c = p->config();
+  // The tiny projector at the patch limit stays far below the cap...
+  EXPECT_LT(internal::WorkspaceBytes(c, kMaxPatches, 16), 2e8);
+  // ... a real Qwen 3.5 tower (768 wide, FFN 3072) too ...
+  c.n_embd = 768;
+  c.n_head = 12;
+  c.n_ff = 3072;
+  c.n_embd_out = 1024;
+  EXPECT_LT(internal::WorkspaceBytes(c, kMaxPatches, 16), 1e9);
+  // ... a hostile FFN width does not.
+  c.n_ff = 1 << 18;
+  EXPECT_GT(internal::WorkspaceBytes(c, kMaxPatches, 16), static_cast<double>(kMaxWorkspaceBytes));
+}
+
+TEST(ProjectorTest, HugeWorkingMemoryIsResourceExhausted) {
+  // 320-pixel patches: 16384 of them are a 40960 x 40960 picture, whose
+  // patch matrix alone is 20 GB. Refused before the pixels are looked at.
+  const MemFile m = test::ZeroProjector(320, 4, 4, 4);
+  auto p = Projector::Load(m.Parse());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::vector<float> pixels(16);
+  auto out = (*p)->Encode(pixels, 320 * 128, 320 * 128, nullptr);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Code::kResourceExhausted) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("working memory"), std::string::npos);
+  // A small picture through the same file works (zero weights: zero output).
+  std::vector<float> small(3 * 640 * 640, 1.0f);
+  auto ok = (*p)->Encode(small, 640, 640, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->nx * ok->ny, 1);
+  for (float v : ok->data) EXPECT_EQ(v, 0.0f);
+}
+
 // The tiny mmproj with every matrix converted to `type` (where its rows fit
 // the type's blocks); vectors stay F32.
 MemFile Converted(DType type) {

@@ -110,6 +110,17 @@ void AddPositions(const float* pos, Grid g, int64_t e, float* x) {
   }
 }
 
+double WorkspaceBytes(const ProjectorConfig& c, int64_t n_patches, int n_threads) {
+  const double n = static_cast<double>(n_patches), e = static_cast<double>(c.n_embd);
+  const double p = static_cast<double>(c.patch_size), d = static_cast<double>(c.head_dim());
+  const double im2col = n * (3 * p * p + e);    // PatchEmbed: patches + frame 1
+  const double stream = n * e * 3 + n * 3 * e;  // x, h, att + qkv
+  const double ff = n * std::max(static_cast<double>(c.n_ff), 4 * e);
+  const double attention = 2 * n * e + n_threads * (32 * (n + d + 16) * 2 + 64 * (d + 16));
+  const double out = n / 4 * static_cast<double>(c.n_embd_out);
+  return sizeof(float) * (std::max(im2col, attention) + stream + ff + out + n * e /* pos */);
+}
+
 ImageEmbeddings EncodeImage(const ProjectorConfig& c, const EncoderWeights& w, const float* pixels,
                             Grid g, ThreadPool* pool, const StageFn* on_stage) {
   const int64_t n = g.n(), e = c.n_embd, d = c.head_dim(), n_ff = c.n_ff;

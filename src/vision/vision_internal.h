@@ -111,6 +111,11 @@ void GeluQuick(float* x, int64_t n, ThreadPool* pool);
 uint16_t GeluF16(uint16_t x);
 uint16_t GeluQuickF16(uint16_t x);
 
+// Bytes of working memory EncodeImage takes for a picture of n_patches
+// patches on n_threads threads (an upper bound, computed in double so that
+// hostile sizes cannot overflow).
+double WorkspaceBytes(const ProjectorConfig& c, int64_t n_patches, int n_threads);
+
 // Steps 5-9 for one picture (Projector::Encode after its checks).
 // REQUIRES: pixels holds 3 * (npy * p) * (npx * p) values; g.n() <= kMaxPatches.
 ImageEmbeddings EncodeImage(const ProjectorConfig& c, const EncoderWeights& w, const float* pixels,

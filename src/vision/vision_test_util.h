@@ -154,4 +154,52 @@ inline MemFile RewriteTiny(
   return MemFile{w.Serialize()};
 }
 
+// A qwen3vl_merger projector of the given sizes with all-zero F32 weights
+// (one block, a 1 x 1 position grid).
+inline MemFile ZeroProjector(int64_t patch, int64_t e, int64_t n_ff, int64_t n_out) {
+  gguf::GgufWriter w;
+  w.SetString("general.architecture", "clip");
+  w.SetBool("clip.has_vision_encoder", true);
+  w.SetString("clip.projector_type", "qwen3vl_merger");
+  w.SetBool("clip.use_gelu", true);
+  w.SetU32("clip.vision.projection_dim", static_cast<uint32_t>(n_out));
+  w.SetU32("clip.vision.image_size", 64);
+  w.SetU32("clip.vision.patch_size", static_cast<uint32_t>(patch));
+  w.SetU32("clip.vision.embedding_length", static_cast<uint32_t>(e));
+  w.SetU32("clip.vision.feed_forward_length", static_cast<uint32_t>(n_ff));
+  w.SetU32("clip.vision.block_count", 1);
+  w.SetU32("clip.vision.attention.head_count", 1);
+  w.SetF32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
+  w.SetF32Array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+  w.SetF32Array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    EXPECT_TRUE(
+        w.AddTensor(name, DType::kF32, shape, std::string(static_cast<size_t>(n) * 4, '\0')).ok())
+        << name;
+  };
+  add("v.patch_embd.weight", {patch, patch, 3, e});
+  add("v.patch_embd.weight.1", {patch, patch, 3, e});
+  add("v.patch_embd.bias", {e});
+  add("v.position_embd.weight", {e, 1});
+  for (const char* n :
+       {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "attn_out.bias", "ffn_down.bias"}) {
+    add(std::string("v.blk.0.") + n, {e});
+  }
+  add("v.blk.0.attn_qkv.weight", {e, 3 * e});
+  add("v.blk.0.attn_qkv.bias", {3 * e});
+  add("v.blk.0.attn_out.weight", {e, e});
+  add("v.blk.0.ffn_up.weight", {e, n_ff});
+  add("v.blk.0.ffn_up.bias", {n_ff});
+  add("v.blk.0.ffn_down.weight", {n_ff, e});
+  add("v.post_ln.weight", {e});
+  add("v.post_ln.bias", {e});
+  add("mm.0.weight", {4 * e, 4 * e});
+  add("mm.0.bias", {4 * e});
+  add("mm.2.weight", {4 * e, n_out});
+  add("mm.2.bias", {n_out});
+  return MemFile{w.Serialize()};
+}
+
 }  // namespace mx::vision::test
