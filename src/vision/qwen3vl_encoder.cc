@@ -35,28 +35,32 @@ void PatchEmbed(const EncoderWeights& w, int64_t patch, const float* pixels, Gri
   const int64_t width = g.npx * p, height = g.npy * p;
   // im2col in token order: row t = the pixels of token t's patch.
   std::vector<float> cols(static_cast<size_t>(n * k));
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t y0 = g.Row(t) * p, x0 = g.Col(t) * p;
-    float* dst = &cols[static_cast<size_t>(t * k)];
-    for (int64_t c = 0; c < 3; ++c) {
-      for (int64_t ky = 0; ky < p; ++ky) {
-        std::memcpy(dst + (c * p + ky) * p, pixels + (c * height + y0 + ky) * width + x0,
-                    static_cast<size_t>(p) * sizeof(float));
+  ForChunks(pool, n, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t y0 = g.Row(t) * p, x0 = g.Col(t) * p;
+      float* dst = &cols[static_cast<size_t>(t * k)];
+      for (int64_t c = 0; c < 3; ++c) {
+        for (int64_t ky = 0; ky < p; ++ky) {
+          std::memcpy(dst + (c * p + ky) * p, pixels + (c * height + y0 + ky) * width + x0,
+                      static_cast<size_t>(p) * sizeof(float));
+        }
       }
     }
-  }
+  });
   std::vector<float> frame1(static_cast<size_t>(n * e));
   const kernels::MatMulJob jobs[] = {{w.patch0, cols.data(), k, n, out, e},
                                      {w.patch1, cols.data(), k, n, frame1.data(), e}};
   kernels::MatMuls(jobs, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out + t * e;
-    const float* f1 = &frame1[static_cast<size_t>(t * e)];
-    for (int64_t i = 0; i < e; ++i) {
-      const float both = o[i] + f1[i];
-      o[i] = both + w.patch_b[static_cast<size_t>(i)];
+  ForChunks(pool, n, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out + t * e;
+      const float* f1 = &frame1[static_cast<size_t>(t * e)];
+      for (int64_t i = 0; i < e; ++i) {
+        const float both = o[i] + f1[i];
+        o[i] = both + w.patch_b[static_cast<size_t>(i)];
+      }
     }
-  }
+  });
 }
 
 std::vector<float> ResizePositionGrid(const float* grid, int64_t side, int64_t e, Grid g) {
@@ -168,7 +172,7 @@ ImageEmbeddings EncodeImage(const ProjectorConfig& c, const EncoderWeights& w, c
     Emit(on_stage, "kqv_out" + sfx, att.data(), n * e);
     Linear(b.out, b.out_b, att.data(), n, h.data(), pool);
     Emit(on_stage, "attn_out" + sfx, h.data(), n * e);
-    kernels::Add(h.data(), n * e, x.data());
+    AddTo(h.data(), n * e, x.data(), pool);
     Emit(on_stage, "ffn_inp" + sfx, x.data(), n * e);
 
     LayerNorm(x.data(), n, e, b.ln2_w.data(), b.ln2_b.data(), c.eps, h.data(), pool);
@@ -182,7 +186,7 @@ ImageEmbeddings EncodeImage(const ProjectorConfig& c, const EncoderWeights& w, c
     Emit(on_stage, "ffn_gelu" + sfx, ff.data(), n * n_ff);
     Linear(b.down, b.down_b, ff.data(), n, h.data(), pool);
     Emit(on_stage, "ffn_out" + sfx, h.data(), n * e);
-    kernels::Add(h.data(), n * e, x.data());
+    AddTo(h.data(), n * e, x.data(), pool);
     Emit(on_stage, "layer_out" + sfx, x.data(), n * e);
   }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -59,6 +60,14 @@ struct Grid {
   int64_t Row(int64_t t) const { return 2 * ((t / 4) / (npx / 2)) + (t % 4) / 2; }
   int64_t Col(int64_t t) const { return 2 * ((t / 4) % (npx / 2)) + t % 2; }
 };
+
+// fn(begin, end) for consecutive ranges of at most `chunk` items covering
+// [0, n), on the pool when there is one (null: the caller's thread).
+void ForChunks(ThreadPool* pool, int64_t n, int64_t chunk,
+               const std::function<void(int64_t, int64_t)>& fn);
+
+// y[i] += x[i] for i < n, split over the pool.
+void AddTo(const float* x, int64_t n, float* y, ThreadPool* pool);
 
 // Step 5 + 6: out[t] = conv(W0, img) + conv(W1, img) + b at token t's patch.
 // pixels: planar [3][npy * p][npx * p]; out: [N][E].

@@ -59,10 +59,10 @@ const F16Table& GeluQuickTable() {
 template <bool kClamp>
 void ApplyTable(const F16Table& table, float* x, int64_t n, ThreadPool* pool) {
   constexpr int64_t kChunk = 2048;
-  ForEach(pool, (n + kChunk - 1) / kChunk, [&](int64_t task, int) {
+  ForChunks(pool, n, kChunk, [&](int64_t i0, int64_t i1) {
     uint16_t h[kChunk];
-    float* v = x + task * kChunk;
-    const int64_t len = std::min(kChunk, n - task * kChunk);
+    float* v = x + i0;
+    const int64_t len = i1 - i0;
     kernels::StoreKvRow(DType::kF16, v, len, reinterpret_cast<uint8_t*>(h));
     for (int64_t i = 0; i < len; ++i) {
       if (kClamp && v[i] <= -10.0f) {
@@ -78,12 +78,21 @@ void ApplyTable(const F16Table& table, float* x, int64_t n, ThreadPool* pool) {
 
 }  // namespace
 
+void ForChunks(ThreadPool* pool, int64_t n, int64_t chunk,
+               const std::function<void(int64_t, int64_t)>& fn) {
+  ForEach(pool, (n + chunk - 1) / chunk,
+          [&](int64_t task, int) { fn(task * chunk, std::min(n, (task + 1) * chunk)); });
+}
+
+void AddTo(const float* x, int64_t n, float* y, ThreadPool* pool) {
+  ForChunks(pool, n, 1 << 14,
+            [&](int64_t i0, int64_t i1) { kernels::Add(x + i0, i1 - i0, y + i0); });
+}
+
 void LayerNorm(const float* x, int64_t n, int64_t e, const float* w, const float* b, float eps,
                float* out, ThreadPool* pool) {
-  constexpr int64_t kTokensPerTask = 8;
-  ForEach(pool, (n + kTokensPerTask - 1) / kTokensPerTask, [&](int64_t task, int) {
-    const int64_t t1 = std::min(n, (task + 1) * kTokensPerTask);
-    for (int64_t t = task * kTokensPerTask; t < t1; ++t) {
+  ForChunks(pool, n, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
       const float* xt = x + t * e;
       float* yt = out + t * e;
       double sum = 0.0;
@@ -109,7 +118,9 @@ void LayerNorm(const float* x, int64_t n, int64_t e, const float* w, const float
 void Linear(const kernels::Matrix& w, const std::vector<float>& b, const float* x, int64_t n,
             float* y, ThreadPool* pool) {
   kernels::MatMul(w, x, w.n_cols, n, y, w.n_rows, pool);
-  for (int64_t t = 0; t < n; ++t) kernels::Add(b.data(), w.n_rows, y + t * w.n_rows);
+  ForChunks(pool, n, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) kernels::Add(b.data(), w.n_rows, y + t * w.n_rows);
+  });
 }
 
 void RopeVision(float* x, int64_t ld, Grid g, int64_t n_head, int64_t d, ThreadPool* pool) {
@@ -131,11 +142,8 @@ void RopeVision(float* x, int64_t ld, Grid g, int64_t n_head, int64_t d, ThreadP
     return cs;
   };
   const std::vector<float> by_row = table(g.npy), by_col = table(g.npx);
-  constexpr int64_t kTokensPerTask = 16;
-  const int64_t n = g.n();
-  ForEach(pool, (n + kTokensPerTask - 1) / kTokensPerTask, [&](int64_t task, int) {
-    const int64_t t1 = std::min(n, (task + 1) * kTokensPerTask);
-    for (int64_t t = task * kTokensPerTask; t < t1; ++t) {
+  ForChunks(pool, g.n(), 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
       const float* cs_r = &by_row[static_cast<size_t>(g.Row(t) * quarter * 2)];
       const float* cs_c = &by_col[static_cast<size_t>(g.Col(t) * quarter * 2)];
       for (int64_t h = 0; h < n_head; ++h) {
