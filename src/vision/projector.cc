@@ -236,6 +236,7 @@ bool Projector::IsProjector(const gguf::GgufFile& f) {
 }
 
 Result<std::unique_ptr<Projector>> Projector::Load(std::unique_ptr<gguf::GgufFile> f) {
+  if (f == nullptr) return Status::InvalidArgument("Projector::Load: no file");
   const std::string path = f->path();
   auto config = ReadConfig(*f);
   if (!config.ok()) return config.status().WithContext(path);
