@@ -7,12 +7,24 @@
 namespace mx::server {
 namespace {
 
+// What a model does: every model chats; one with a vision projector beside
+// it takes pictures too.
+Json Capabilities(const ModelInfo& m) {
+  Json c = Json::array({"chat"});
+  if (!m.projector.empty()) c.push_back("vision");
+  return c;
+}
+
 void ListOpenAi(ServerContext* ctx, HttpResponse& res) {
   auto list = ctx->models->List();
   if (!list.ok()) return SendError(res, list.status());
   Json data = Json::array();
   for (const ModelInfo& m : *list) {
-    data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "matricxon"}});
+    data.push_back({{"id", m.name},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "matricxon"},
+                    {"capabilities", Capabilities(m)}});
   }
   SendJson(res, {{"object", "list"}, {"data", data}});
 }
@@ -22,8 +34,13 @@ void ListApi(ServerContext* ctx, HttpResponse& res) {
   if (!list.ok()) return SendError(res, list.status());
   Json models = Json::array();
   for (const ModelInfo& m : *list) {
-    models.push_back({{"name", m.name}, {"path", m.name + ".gguf"}, {"size_bytes", m.size_bytes}, {"loaded", m.loaded},
-                      {"active_requests", m.active}});
+    models.push_back({{"name", m.name},
+                      {"path", m.name + ".gguf"},
+                      {"size_bytes", m.size_bytes},
+                      {"loaded", m.loaded},
+                      {"active_requests", m.active},
+                      {"capabilities", Capabilities(m)},
+                      {"projector", m.projector.empty() ? Json(nullptr) : Json(m.projector)}});
   }
   SendJson(res, {{"models", models}});
 }

@@ -4,11 +4,20 @@
 
 #include "core/large_buffer.h"
 #include "core/logging.h"
+#include "gguf/gguf_file.h"
+#include "vision/projector.h"
 
 namespace mx::server {
 namespace {
 
 constexpr std::string_view kSuffix = ".gguf";
+
+bool HasProjectorName(const std::string& file) {
+  static constexpr std::string_view kMmproj = ".mmproj.gguf";
+  return file.compare(0, 7, "mmproj-") == 0 ||
+         (file.size() > kMmproj.size() &&
+          file.compare(file.size() - kMmproj.size(), kMmproj.size(), kMmproj) == 0);
+}
 
 bool ValidName(const std::string& name) {
   if (name.empty() || name == "." || name == "..") return false;
@@ -49,6 +58,13 @@ Result<std::vector<ModelInfo>> ModelManager::List() {
     } else if (auto size = env_->FileSize(info.path); size.ok()) {
       info.size_bytes = *size;
     }
+    if (HasProjectorName(file) || IsProjectorFile(info.path, info.size_bytes)) continue;
+    for (const std::string& p : {info.name + ".mmproj.gguf", "mmproj-" + info.name + ".gguf"}) {
+      if (std::find(names.begin(), names.end(), p) != names.end()) {
+        info.projector = p;
+        break;
+      }
+    }
     if (auto it = loaded_.find(info.name); it != loaded_.end()) {
       info.loaded = true;
       info.active = it->second.served->scheduler->active();
@@ -72,6 +88,26 @@ Result<std::string> ModelManager::PathOf(const std::string& name) {
                             FileTypeName(stat->type) + ", not a model file");
   }
   return path;
+}
+
+bool ModelManager::IsProjectorFile(const std::string& path, uint64_t size) {
+  if (auto it = projector_files_.find(path); it != projector_files_.end() && it->second.first == size) {
+    return it->second.second;
+  }
+  auto f = gguf::GgufFile::Open(env_, path);
+  const bool projector = f.ok() && vision::Projector::IsProjector(**f);
+  projector_files_[path] = {size, projector};
+  return projector;
+}
+
+std::string ModelManager::ProjectorOf(const std::string& name) {
+  for (const std::string& file : {name + ".mmproj.gguf", "mmproj-" + name + ".gguf"}) {
+    const std::string path = JoinPath(options_.models_dir, file);
+    if (!env_->FileExists(path)) continue;
+    if (auto stat = env_->GetFileInfo(path); stat.ok() && !stat->is_regular) continue;
+    return path;
+  }
+  return "";
 }
 
 Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& name) {
@@ -115,6 +151,17 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   served->name = name;
   served->path = path;
   MX_ASSIGN_OR_RETURN(served->model, engine::LoadedModel::Load(env_, path, {}));
+  if (const std::string mmproj = ProjectorOf(name); !mmproj.empty()) {
+    auto projector = vision::Projector::Open(env_, mmproj);
+    Status st = projector.ok() ? (*projector)->CheckMatchesModel(served->model->model->config().n_embd)
+                               : projector.status();
+    if (!st.ok()) {
+      return st.WithContext("model '" + name + "' (" + path + ") and its vision projector " + mmproj +
+                            " do not go together");
+    }
+    served->model->projector = std::move(projector).value();
+    served->model->projector_path = mmproj;
+  }
   engine::SchedulerOptions so = options_.scheduler;
   so.model_name = name;
   MX_ASSIGN_OR_RETURN(served->scheduler, engine::Scheduler::Create(*served->model, so, env_));
@@ -122,7 +169,9 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
                 << (env_->NowMicros() - t0) / 1000 << " ms (context " << served->scheduler->n_ctx()
                 << ", " << so.n_parallel << " parallel, " << models::ArchName(served->model->model->config().arch)
                 << ", chat template family " << templates::FamilyName(served->model->family)
-                << (served->model->family_detected ? "" : " (fallback)") << ")";
+                << (served->model->family_detected ? "" : " (fallback)")
+                << (served->model->projector ? ", takes pictures (" + served->model->projector_path + ")" : "")
+                << ")";
   std::lock_guard<std::mutex> lock(mu_);
   loaded_[name] = Entry{served, env_->NowMicros()};
   return served;

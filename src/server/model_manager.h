@@ -1,5 +1,8 @@
 // ModelManager: the GGUF files of the models folder, loaded on first use.
-// A model's name is its file name without ".gguf". At most
+// A model's name is its file name without ".gguf". Vision projectors
+// (NAME.mmproj.gguf or mmproj-NAME.gguf, or any GGUF whose
+// general.architecture is "clip") are never models: NAME's projector is
+// loaded with NAME and lets it take pictures (SPEC §11). At most
 // `max_loaded` models are in memory; loading one more unloads the least
 // recently used idle one. Idle models unload after `keep_alive_s`.
 // A ServedModel is handed out as a shared_ptr: a request holds it for the
@@ -42,6 +45,7 @@ struct ModelInfo {
   std::string name;
   std::string path;
   uint64_t size_bytes = 0;
+  std::string projector;  // the vision projector's file name beside it; "" when none
   bool loaded = false;
   int active = 0;  // requests decoding now (loaded only)
 };
@@ -72,6 +76,12 @@ class ModelManager {
     uint64_t last_used_us = 0;
   };
   Result<std::string> PathOf(const std::string& name);
+  // NAME.mmproj.gguf or mmproj-NAME.gguf when one is a regular file of the
+  // folder (that order); "" otherwise.
+  std::string ProjectorOf(const std::string& name);
+  // Whether a GGUF file of the folder is a projector by its header
+  // (remembered per path and size). REQUIRES: mu_ held.
+  bool IsProjectorFile(const std::string& path, uint64_t size);
   // Drops the entry from the table and waits until its last user is done.
   void DropAndWait(std::shared_ptr<ServedModel> served);
 
@@ -80,6 +90,7 @@ class ModelManager {
   std::mutex load_mu_;  // one load at a time; taken before mu_
   std::mutex mu_;
   std::map<std::string, Entry> loaded_;  // guarded by mu_
+  std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); mu_
 };
 
 }  // namespace mx::server
