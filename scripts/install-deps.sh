@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       libssl-dev libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
+      libpng-dev libjpeg-dev libwebp-dev libgif-dev
       gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
