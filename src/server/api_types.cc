@@ -143,9 +143,15 @@ Result<std::string> MessageContent(const Json& content, size_t index, const std:
       MX_ASSIGN_OR_RETURN(std::string t, GetString(part, "text", true));
       text += t;
     } else if (type == "image_url" || type == "input_image" || type == "image") {
-      return Status::InvalidArgument(pf + ": model '" + model + "' does not support images");
+      // The picture itself is loaded with the model known (image_input.h);
+      // here only its shape: image_url.url, or image_url / image a string.
+      const std::string key = part.contains("image_url") ? "image_url" : "image";
+      const auto it = part.find(key);
+      const bool named = it != part.end() &&
+                         (it->is_string() || (it->is_object() && it->contains("url") && (*it)["url"].is_string()));
+      if (!named) return TypeError(pf + ".image_url", "an object with a string 'url' (or a URL string)");
     } else {
-      return Status::InvalidArgument(pf + ".type '" + type + "' is not supported (expected \"text\")");
+      return Status::InvalidArgument(pf + ".type '" + type + "' is not supported (expected \"text\" or \"image_url\")");
     }
   }
   return text;

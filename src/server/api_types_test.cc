@@ -47,10 +47,17 @@ TEST(ApiTypesTest, MaxCompletionTokensIsAccepted) {
   EXPECT_EQ(*r->gen.max_tokens, 3);
 }
 
-TEST(ApiTypesTest, ImagePartNamesTheModel) {
-  auto r = Chat(R"({"model":"tiny","messages":[{"role":"user","content":[
-      {"type":"image_url","image_url":{"url":"data:x"}}]}]})");
-  ExpectBad(r.status(), "model 'tiny' does not support images");
+// Picture parts parse (the picture is loaded once the model is known); a
+// part without a URL names the field.
+TEST(ApiTypesTest, ImagePartsNeedAUrl) {
+  EXPECT_TRUE(Chat(R"({"model":"tiny","messages":[{"role":"user","content":[
+      {"type":"image_url","image_url":{"url":"data:x"}},{"type":"input_image","image_url":"data:y"}]}]})")
+                  .ok());
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"u":1}}]}]})")
+                .status(),
+            "messages[0].content[0].image_url");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").status(),
+            "messages[0].content[0].image_url");
 }
 
 TEST(ApiTypesTest, WrongTypeNamesTheField) {

@@ -68,7 +68,8 @@ void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes) {
                      [ctx](const HttpRequest&, HttpResponse& res) { ListApi(ctx, res); }});
   routes->push_back({"POST", "/api/models/{name}/load", "loads a model now", true,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Load(ctx, req, res); }});
-  routes->push_back({"POST", "/api/models/{name}/unload", "unloads a model (waits for its replies)", true,
+  routes->push_back({"POST", "/api/models/{name}/unload", "unloads a model (waits for its replies)",
+                     true,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Unload(ctx, req, res); }});
 }
 

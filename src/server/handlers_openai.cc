@@ -8,6 +8,7 @@
 #include "server/reasoning.h"
 #include "server/api_types.h"
 #include "server/http_util.h"
+#include "server/image_input.h"
 #include "server/server.h"
 
 namespace mx::server {
@@ -285,8 +286,15 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   if (!call.ok()) return SendError(res, call.status());
   const ChatRequest& cr = call->request;
   const engine::LoadedModel& lm = *call->model->model;
-  auto prompt = lm.EncodeChat(call->prompt);
-  if (!prompt.ok()) return SendError(res, prompt.status());
+  const ImageInputOptions image_options = ImageOptions(ctx->options);
+  std::vector<engine::PromptImage> images;
+  ImageError image_error;
+  if (!PreparePictures(call->prompt, lm, call->model->name, image_options, &images, &image_error)) {
+    return SendError(res, image_error.http, image_error.message);
+  }
+  auto encoded = lm.EncodeChatWithImages(call->prompt, std::move(images), image_options.mode);
+  if (!encoded.ok()) return SendError(res, encoded.status());
+  const std::vector<int32_t>* prompt = &encoded->tokens;
   auto r = NewReply(ctx, Kind::kChat, call->model);
   if (lm.thinks && cr.reasoning_format != "none") {
     // Inside a block from the start when the prompt opened one.
@@ -298,7 +306,9 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   r->logprobs = cr.logprobs;
   r->include_usage = cr.gen.include_usage;
   engine::GenRequest gr = BaseRequest(cr.gen);
-  gr.prompt = std::move(prompt).value();
+  gr.prompt = std::move(encoded->tokens);
+  gr.images = std::move(encoded->images);
+  gr.has_images = !gr.images.empty() && image_options.mode == engine::ImageCacheMode::kFresh;
   gr.message_starts = lm.MessageStarts(gr.prompt, /*generation_prompt=*/true, &gr.reply_start);
   gr.logprobs = cr.logprobs;
   gr.top_logprobs = cr.top_logprobs;

@@ -52,7 +52,8 @@ Result<HttpUrl> ParseHttpUrl(const std::string& url) {
   const size_t path_at = std::min(url.find_first_of("/?#", host_at), url.size());
   std::string authority = url.substr(host_at, path_at - host_at);
   if (authority.find('@') != std::string::npos) {
-    return Status::InvalidArgument("picture URL " + Shown(url) + ": user names in URLs are refused");
+    return Status::InvalidArgument("picture URL " + Shown(url) +
+                                   ": user names in URLs are refused");
   }
   if (authority.empty() || authority[0] == '[') {
     return Status::InvalidArgument("picture URL " + Shown(url) + ": expected a host name");
@@ -75,16 +76,20 @@ Result<HttpUrl> ParseHttpUrl(const std::string& url) {
   return u;
 }
 
-bool Fetch(const std::string& url, const ImageInputOptions& options, std::string* bytes, ImageError* error) {
+bool Fetch(const std::string& url, const ImageInputOptions& options, std::string* bytes,
+           ImageError* error) {
   auto parsed = ParseHttpUrl(url);
   if (!parsed.ok()) {
     *error = {400, parsed.status().message()};
     return false;
   }
   const HttpUrl& u = *parsed;
-  if (std::find(options.url_hosts.begin(), options.url_hosts.end(), u.host) == options.url_hosts.end()) {
-    *error = {400, "picture URL " + Shown(url) + ": the server does not fetch from '" + u.host +
-                       "' (only hosts listed in MATRICXON_IMAGE_URL_HOSTS; send the picture as a data: URL)"};
+  if (std::find(options.url_hosts.begin(), options.url_hosts.end(), u.host) ==
+      options.url_hosts.end()) {
+    *error = {
+        400,
+        "picture URL " + Shown(url) + ": the server does not fetch from '" + u.host +
+            "' (only hosts listed in MATRICXON_IMAGE_URL_HOSTS; send the picture as a data: URL)"};
     return false;
   }
   httplib::Client client(u.scheme + "://" + u.host + ":" + std::to_string(u.port));
@@ -108,11 +113,13 @@ bool Fetch(const std::string& url, const ImageInputOptions& options, std::string
     return false;
   }
   if (!res) {
-    *error = {400, "picture URL " + Shown(url) + ": fetch failed (" + httplib::to_string(res.error()) + ")"};
+    *error = {400, "picture URL " + Shown(url) + ": fetch failed (" +
+                       httplib::to_string(res.error()) + ")"};
     return false;
   }
   if (res->status != 200) {
-    *error = {400, "picture URL " + Shown(url) + ": the server answered HTTP " + std::to_string(res->status) +
+    *error = {400, "picture URL " + Shown(url) + ": the server answered HTTP " +
+                       std::to_string(res->status) +
                        (res->status / 100 == 3 ? " (redirects are not followed)" : "")};
     return false;
   }
@@ -121,6 +128,18 @@ bool Fetch(const std::string& url, const ImageInputOptions& options, std::string
 
 }  // namespace
 
+ImageInputOptions ImageOptions(const ServerOptions& o) {
+  ImageInputOptions io;
+  io.max_bytes = static_cast<size_t>(o.image_max_bytes);
+  io.max_pixels = o.image_max_pixels;
+  io.max_images = o.max_images;
+  io.url_hosts = o.image_url_hosts;
+  io.fetch_timeout_s = o.image_fetch_timeout_s;
+  io.mode =
+      o.prompt_cache_images_hash ? engine::ImageCacheMode::kHash : engine::ImageCacheMode::kFresh;
+  return io;
+}
+
 Result<std::string> DecodeDataUrl(const std::string& url) {
   const size_t comma = url.find(',');
   if (url.compare(0, 5, "data:") != 0 || comma == std::string::npos) {
@@ -128,7 +147,8 @@ Result<std::string> DecodeDataUrl(const std::string& url) {
   }
   const std::string header = Lower(url.substr(5, comma - 5));
   if (header.size() < 7 || header.compare(header.size() - 7, 7, ";base64") != 0) {
-    return Status::InvalidArgument("data: URL '" + header + "' is not base64 (expected data:image/...;base64,...)");
+    return Status::InvalidArgument("data: URL '" + header +
+                                   "' is not base64 (expected data:image/...;base64,...)");
   }
   std::string out;
   out.reserve((url.size() - comma) / 4 * 3 + 3);
@@ -154,7 +174,8 @@ Result<std::string> DecodeDataUrl(const std::string& url) {
       out.push_back(static_cast<char>((acc >> bits) & 0xff));
     }
   }
-  if (bits >= 6 || pad > 2) return Status::InvalidArgument("data: URL: the base64 data is truncated");
+  if (bits >= 6 || pad > 2)
+    return Status::InvalidArgument("data: URL: the base64 data is truncated");
   return out;
 }
 
@@ -165,7 +186,8 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
     // Base64 is 4/3 of the bytes: refuse an oversized picture before decoding it.
     const size_t comma = url.find(',');
     if (comma != std::string::npos && (url.size() - comma - 1) / 4 * 3 > options.max_bytes + 3) {
-      *error = {413, "picture of about " + std::to_string(((url.size() - comma - 1) / 4 * 3) >> 20) +
+      *error = {413, "picture of about " +
+                         std::to_string(((url.size() - comma - 1) / 4 * 3) >> 20) +
                          " MiB: more than the limit of " + std::to_string(options.max_bytes >> 20) +
                          " MiB (MATRICXON_IMAGE_MAX_MB)"};
       return false;
@@ -180,7 +202,8 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
   }
   if (scheme == "http" || scheme == "https") return Fetch(url, options, bytes, error);
   *error = {400, "picture URL " + Shown(url) + ": expected a data: URL" +
-                     (options.url_hosts.empty() ? std::string() : " or an http(s) URL of an allowed host")};
+                     (options.url_hosts.empty() ? std::string()
+                                                : " or an http(s) URL of an allowed host")};
   return false;
 }
 
@@ -189,7 +212,8 @@ std::string ImagePartUrl(const Value& part) {
     const Value* v = Field(part, key);
     if (v == nullptr) continue;
     if (v->is_string()) return v->as_string();
-    if (const Value* url = Field(*v, "url"); url != nullptr && url->is_string()) return url->as_string();
+    if (const Value* url = Field(*v, "url"); url != nullptr && url->is_string())
+      return url->as_string();
   }
   return "";
 }
@@ -201,13 +225,14 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
   const std::vector<const Value*> parts = engine::LoadedModel::ImageParts(prompt.messages);
   if (parts.empty()) return true;
   if (model.projector == nullptr) {
-    *error = {400, "model '" + model_name + "' does not take pictures (no vision projector " + model_name +
-                       ".mmproj.gguf or mmproj-" + model_name + ".gguf beside it)"};
+    *error = {400, "model '" + model_name + "' does not take pictures (no vision projector " +
+                       model_name + ".mmproj.gguf or mmproj-" + model_name + ".gguf beside it)"};
     return false;
   }
   if (static_cast<int64_t>(parts.size()) > options.max_images) {
-    *error = {400, "the request holds " + std::to_string(parts.size()) + " pictures, the limit is " +
-                       std::to_string(options.max_images) + " (MATRICXON_MAX_IMAGES)"};
+    *error = {400, "the request holds " + std::to_string(parts.size()) +
+                       " pictures, the limit is " + std::to_string(options.max_images) +
+                       " (MATRICXON_MAX_IMAGES)"};
     return false;
   }
   const vision::ProjectorConfig& pc = model.projector->config();
@@ -220,7 +245,8 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
   limits.max_bytes = options.max_bytes;
   limits.max_pixels = options.max_pixels;
   for (size_t k = 0; k < parts.size(); ++k) {
-    const std::string what = "picture " + std::to_string(k + 1) + " of " + std::to_string(parts.size());
+    const std::string what =
+        "picture " + std::to_string(k + 1) + " of " + std::to_string(parts.size());
     const std::string url = ImagePartUrl(*parts[k]);
     if (url.empty()) {
       *error = {400, what + ": the part has no image_url.url"};
@@ -231,7 +257,8 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
       error->message = what + ": " + error->message;
       return false;
     }
-    const auto span = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    const auto span =
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (Status st = image::CheckImageBytes(bytes.size(), limits); !st.ok()) {
       *error = {bytes.empty() ? 400 : 413, what + ": " + st.message()};
       return false;
@@ -252,7 +279,8 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
     im.ny = prepared->height / f;
     im.pixel_hash = image::PixelHash(*rgb);
     auto pixels = std::make_shared<const image::PreparedImage>(std::move(prepared).value());
-    im.encode = [projector = model.projector, pixels](ThreadPool* pool) -> Result<std::vector<float>> {
+    im.encode = [projector = model.projector,
+                 pixels](ThreadPool* pool) -> Result<std::vector<float>> {
       MX_ASSIGN_OR_RETURN(vision::ImageEmbeddings e,
                           projector->Encode(pixels->pixels, pixels->width, pixels->height, pool));
       return std::move(e.data);

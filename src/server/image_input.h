@@ -11,17 +11,21 @@
 #include "core/status.h"
 #include "engine/loaded_model.h"
 #include "engine/prompt_images.h"
+#include "server/options.h"
 
 namespace mx::server {
 
 struct ImageInputOptions {
   size_t max_bytes = size_t{8} << 20;  // one picture's file
   int64_t max_pixels = int64_t{50} << 20;
-  int max_images = 8;                     // per request
-  std::vector<std::string> url_hosts;     // hosts http(s) URLs may name (lowercase); empty: none
+  int max_images = 8;                  // per request
+  std::vector<std::string> url_hosts;  // hosts http(s) URLs may name (lowercase); empty: none
   int64_t fetch_timeout_s = 10;
   engine::ImageCacheMode mode = engine::ImageCacheMode::kFresh;
 };
+
+// The server's picture settings.
+ImageInputOptions ImageOptions(const ServerOptions& o);
 
 // A failure with the HTTP code it answers with: 413 for a picture over the
 // byte limit, 400 for everything else the client sent.
