@@ -298,10 +298,10 @@ TEST_F(ServerTest, WrongTypeIs400NamingTheField) {
   ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'n'");
 }
 
-TEST_F(ServerTest, ImagesAre400NamingTheModel) {
+TEST_F(ServerTest, PicturesForAModelWithoutAProjectorAre400NamingIt) {
   Json body = ChatBody("x", 2);
   body["messages"][0]["content"] = Json::array({{{"type", "image_url"}, {"image_url", {{"url", "data:,"}}}}});
-  ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'tiny' does not support images");
+  ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'tiny' does not take pictures");
 }
 
 TEST_F(ServerTest, UnknownModelIs404) {
