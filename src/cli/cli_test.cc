@@ -152,6 +152,54 @@ TEST(MakeModelTest, Qwen35ShapeFlagsSetTheFile) {
   EXPECT_NE(r.err.find("--rope-sections"), std::string::npos) << r.err;
 }
 
+// --with-projector writes NAME.mmproj.gguf beside NAME.gguf, projecting to the
+// LM's width and named after it; --projector picks the path and
+// --projector-type the matrices' type.
+TEST(MakeModelTest, ProjectorIsWrittenBesideTheModel) {
+  const std::string dir = TempDir();
+  RunResult r =
+      RunMatricxon("make-model --quiet --preset tiny-qwen35 --vocab 512 --dim 256 --out " + dir +
+                   "/q35.gguf --with-projector");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = gguf::GgufFile::Open(Env::Default(), dir + "/q35.mmproj.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  Result<std::string> type = (*f)->GetString("general.type");
+  Result<std::string> name = (*f)->GetString("general.name");
+  Result<int64_t> projection = (*f)->GetInt("clip.vision.projection_dim");
+  ASSERT_TRUE(type.ok() && name.ok() && projection.ok());
+  EXPECT_EQ(*type, "mmproj");
+  EXPECT_EQ(*name, "tiny-qwen35-mmproj");
+  EXPECT_EQ(*projection, 256);
+  EXPECT_EQ((*f)->FindTensor("mm.2.weight")->shape, (std::vector<int64_t>{256, 256}));
+  EXPECT_EQ((*f)->FindTensor("mm.2.weight")->type, DType::kF32);
+
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --vocab 512 --out " + dir +
+                   "/m.gguf --projector " + dir + "/mmproj-m.gguf --projector-type f16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  f = gguf::GgufFile::Open(Env::Default(), dir + "/mmproj-m.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->FindTensor("mm.0.weight")->type, DType::kF16);
+  EXPECT_FALSE(Env::Default()->FileExists(dir + "/m.mmproj.gguf"));
+}
+
+// A projector that cannot be written fails before the model is written.
+TEST(MakeModelTest, BadProjectorIsAnErrorBeforeAnyFile) {
+  const std::string dir = TempDir();
+  RunResult r =
+      RunMatricxon("make-model --quiet --preset tiny --out " + dir + "/a.gguf --with-projector");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("projector"), std::string::npos) << r.err;
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --out " + dir +
+                   "/a.gguf --with-projector --projector-type q8_0");  // FFN rows of 176
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Q8_0"), std::string::npos) << r.err;
+  r = RunMatricxon("make-model --quiet --preset tiny-qwen35 --out " + dir +
+                   "/a.gguf --projector-type f16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--projector-type"), std::string::npos) << r.err;
+  EXPECT_FALSE(Env::Default()->FileExists(dir + "/a.gguf"));
+}
+
 // The reply `matricxon chat` streams for one message, computed in-process.
 std::string ExpectedGreedyReply(const std::string& model_path, const std::string& message, int max_tokens) {
   auto lm = engine::LoadedModel::Load(Env::Default(), model_path, {});

@@ -1,8 +1,10 @@
-// matricxon make-model: writes a synthetic GGUF model (models/synthetic_model.h).
+// matricxon make-model: writes a synthetic GGUF model (models/synthetic_model.h)
+// and, when asked, its vision projector (models/synthetic_projector.h).
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -10,6 +12,7 @@
 #include "cli/progress.h"
 #include "core/env.h"
 #include "models/synthetic_model.h"
+#include "models/synthetic_projector.h"
 
 namespace mx::cli {
 namespace {
@@ -53,6 +56,16 @@ const std::vector<FlagSpec> kFlags = {
     {"seed", "1", "weight seed"},
     {"name", "", "general.name (default: the preset)"},
     {"chat-template", "", "file whose text becomes tokenizer.chat_template (default: ChatML)"},
+    {"projector", "",
+     "also write the preset's vision projector (mmproj GGUF, Qwen 3.5 vision tower) to this path; "
+     "presets with one: tiny-qwen35, qwen3.5-0.8b"},
+    {"with-projector", "",
+     "also write the vision projector, beside the model as <out without .gguf>.mmproj.gguf (the "
+     "name the server pairs with the model)",
+     true},
+    {"projector-type", "",
+     "weight type of the projector's matrices: f32, f16 or q8_0 (default: the preset's, f32 for "
+     "tiny-qwen35, f16 for qwen3.5-0.8b)"},
     {"quiet", "", "no progress output", true},
 };
 
@@ -102,6 +115,42 @@ Result<std::array<int32_t, 4>> ParseRopeSections(const std::string& s) {
   return out;
 }
 
+// The projector to write beside `lm` (--projector / --with-projector), or
+// nullopt when none was asked for. Its projection is the LM's width and its
+// name and seed follow the LM's.
+Result<std::optional<models::SyntheticProjectorSpec>> ProjectorSpec(
+    const Flags& f, const models::SyntheticSpec& lm) {
+  if (!f.Has("projector") && !f.GetBool("with-projector")) {
+    if (f.Has("projector-type")) {
+      return Status::InvalidArgument("--projector-type needs --projector or --with-projector");
+    }
+    return std::optional<models::SyntheticProjectorSpec>();
+  }
+  if (lm.arch != "qwen35") {
+    return Status::InvalidArgument("--projector: the projector is Qwen 3.5's vision tower; arch '" +
+                                   lm.arch + "' has none");
+  }
+  MX_ASSIGN_OR_RETURN(models::SyntheticProjectorSpec p,
+                      models::SyntheticProjectorPreset(f.Get("preset")));
+  p.projection_dim = lm.n_embd;
+  p.name = lm.name + "-mmproj";
+  p.seed = lm.seed;
+  if (f.Has("projector-type")) {
+    const std::string t = f.Get("projector-type");
+    if (t == "f32") {
+      p.weight_type = DType::kF32;
+    } else if (t == "f16") {
+      p.weight_type = DType::kF16;
+    } else if (t == "q8_0") {
+      p.weight_type = DType::kQ8_0;
+    } else {
+      return Status::InvalidArgument("--projector-type '" + t + "': expected f32, f16 or q8_0");
+    }
+  }
+  MX_RETURN_IF_ERROR(models::ValidateSyntheticProjectorSpec(p));
+  return std::optional<models::SyntheticProjectorSpec>(std::move(p));
+}
+
 Status Run(const Flags& f) {
   if (f.Get("out").empty()) return Status::InvalidArgument("--out is required");
   MX_ASSIGN_OR_RETURN(models::SyntheticSpec spec, models::SyntheticPreset(f.Get("preset")));
@@ -147,19 +196,39 @@ Status Run(const Flags& f) {
     spec.chat_template = std::move(text).value();
   }
 
+  // Both specs are checked before either file is written.
+  MX_RETURN_IF_ERROR(models::ValidateSyntheticSpec(spec));
+  MX_ASSIGN_OR_RETURN(std::optional<models::SyntheticProjectorSpec> projector,
+                      ProjectorSpec(f, spec));
+  const std::string projector_path =
+      f.Has("projector") ? f.Get("projector") : models::DefaultProjectorPath(f.Get("out"));
+  if (projector && projector_path == f.Get("out")) {
+    return Status::InvalidArgument("--projector " + projector_path + " is the model's own path");
+  }
+
   Progress progress("writing " + f.Get("out"), !f.GetBool("quiet"));
   MX_RETURN_IF_ERROR(models::WriteSyntheticModel(
       Env::Default(), spec, f.Get("out"),
       [&](uint64_t done, uint64_t total) { progress.Update(done, total); }));
   progress.Done();
+  if (projector) {
+    Progress p_progress("writing " + projector_path, !f.GetBool("quiet"));
+    MX_RETURN_IF_ERROR(models::WriteSyntheticProjector(
+        Env::Default(), *projector, projector_path,
+        [&](uint64_t done, uint64_t total) { p_progress.Update(done, total); }));
+    p_progress.Done();
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
 int MakeModelCommand(int argc, char** argv) {
-  return RunCommand("make-model", "Writes a synthetic GGUF model with deterministic weights, "
-                                          "a byte-level BPE tokenizer and a ChatML template.", kFlags, argc, argv, 2, Run);
+  return RunCommand("make-model",
+                    "Writes a synthetic GGUF model with deterministic weights, a byte-level BPE "
+                    "tokenizer and a ChatML template; with --projector or --with-projector also "
+                    "the vision projector (mmproj GGUF) of a Qwen 3.5 preset.",
+                    kFlags, argc, argv, 2, Run);
 }
 
 }  // namespace mx::cli
