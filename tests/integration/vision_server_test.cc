@@ -398,5 +398,24 @@ TEST_F(VisionServerTest, RemotePicturesOnlyFromAllowedHosts) {
   serving.join();
 }
 
+// `make-model --with-projector` writes a model and its projector that the
+// server pairs by name and that take pictures.
+TEST_F(VisionServerTest, MakeModelWritesAPairTheServerServes) {
+  const std::string out = dir_ + "/models/made.gguf";
+  const std::string cmd =
+      BinaryPath() + " make-model --preset tiny-qwen35 --with-projector --out " + out + " --quiet";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(fs::exists(dir_ + "/models/made.mmproj.gguf"));
+  Start({"--persist-prompt-cache", "false"});
+  Json body = {{"model", "made"},
+               {"messages", Messages({DataUrl(ReadFile(PngPath("b")))})},
+               {"max_tokens", 3}};
+  Reply r = Post(port(), "/v1/chat/completions", body.dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_GT(r.body["usage"]["prompt_tokens"].get<int64_t>(), 10)
+      << r.raw;  // text + the 5x2 picture
+  EXPECT_NE(Log().find("image 1 of 1 (5x2 rows) encoded in"), std::string::npos) << Log();
+}
+
 }  // namespace
 }  // namespace mx::testing
