@@ -115,6 +115,12 @@ struct GenRequest {
   // 0 when unknown. Hybrid models keep a snapshot there too.
   int64_t reply_start = 0;
   bool ignore_eos = false;   // end-of-generation tokens are never sampled (benchmarks)
+  // Who the request is for (SPEC §13): the tenant that owns the state it
+  // leaves in the cache ("" when the server has no API keys). With
+  // tenant_isolated (MATRICXON_PROMPT_CACHE_SHARING=tenant) it only ever
+  // continues that tenant's cached chats, in RAM and on disk.
+  std::string tenant;
+  bool tenant_isolated = false;
 };
 
 // The receiving end of one request. Events are queued by the compute loop and
