@@ -43,6 +43,13 @@ class Exchange {
   std::vector<std::function<void()>> callbacks_;
 };
 
+// Who made a request, as its API key says (HttpServer::Handle sets it; see
+// api_keys.h). Without API keys the tenant is "" and nothing is trusted.
+struct Caller {
+  std::string tenant;
+  bool trusted = false;  // may name its end users in the OpenAI `user` field
+};
+
 struct HttpRequest {
   std::string method;   // GET, POST, HEAD, ... (HEAD runs the GET handler; its body is not sent)
   std::string path;     // percent-encoded, as sent, without the query
