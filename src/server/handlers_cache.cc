@@ -94,7 +94,8 @@ void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes) {
                        Json models = Json::array();
                        for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
                        SendJson(res, {{"models", models}});
-                     }});
+                     },
+                     /*cache_stats=*/true});
 }
 
 }  // namespace mx::server

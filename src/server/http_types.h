@@ -58,6 +58,7 @@ struct HttpRequest {
   std::string body;
   std::vector<std::string> matches;  // [0] the path, [1..] the decoded {param} segments of the route
   std::string remote_addr;           // "127.0.0.1:54321"
+  Caller caller;                     // set by the server before the route's handler runs
   std::shared_ptr<Exchange> exchange;
 
   // The first value of header `name` (any case), "" when absent.
@@ -82,6 +83,8 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Length/Type and framing
   std::string content_type;
   std::string body;
+  // Appended to the request's log line when not empty (e.g. "tenant acme").
+  std::string log_note;
   // Set for a streamed body: called once on the worker after the handler.
   std::function<void(BodyWriter&)> stream;
 
