@@ -16,6 +16,11 @@ cache::RamPoolOptions PoolOptions(const PromptCacheOptions& o, bool recurrent) {
   return p;
 }
 
+// The tenant a lookup is limited to (null: every tenant's entries).
+const std::string* OnlyTenant(const cache::LookupScope& scope) {
+  return scope.isolated ? &scope.tenant : nullptr;
+}
+
 std::string Rereading(size_t n, const std::string& why) {
   return "re-reading the entire chat (" + std::to_string(n) + " tokens): " + why;
 }
@@ -24,7 +29,13 @@ std::string Rereading(size_t n, const std::string& why) {
 SequencePool::EvictFn DiskHook(const DiskLevel& disk, SequencePool::EvictFn on_evict) {
   if (disk.store == nullptr) return on_evict;
   return [store = disk.store, binding = disk.binding](SequencePool::Leaving leaving) {
-    store->Enqueue({binding, std::move(leaving.tokens), std::move(leaving.state), leaving.prompt_len});
+    PendingSave save;
+    save.model = binding;
+    save.tenant = std::move(leaving.tenant);
+    save.tokens = std::move(leaving.tokens);
+    save.state = std::move(leaving.state);
+    save.prompt_len = leaving.prompt_len;
+    store->Enqueue(std::move(save));
   };
 }
 
@@ -83,8 +94,9 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
   return loaded;
 }
 
-bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, CacheTicket* t, std::string* why) {
-  const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt);
+bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
+                          CacheTicket* t, std::string* why) {
+  const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   // At least one prompt token is left to read, so the reply has logits.
   const int64_t use =
@@ -93,12 +105,12 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
   // span is removed (context shift; not for recurrent state).
   const cache::LookupOptions& lo = pool_.options().lookup;
   if (lo.context_shift && !recurrent_) {
-    cache::ShiftMatch sm = disk_.store->FindShift(disk_.binding, prompt, lo.min_shift_kept);
+    cache::ShiftMatch sm = disk_.store->FindShift(disk_.binding, prompt, lo.min_shift_kept, OnlyTenant(scope));
     if (sm.found) {
       sm.plan.kept = std::min<int64_t>(sm.plan.kept, n_prompt - 1 - sm.plan.drop_begin);
       const int64_t n_entry = static_cast<int64_t>(sm.entry.n_tokens);
       if (sm.plan.kept > 0 && sm.plan.reused() > std::max(use, in_memory) + disk_.store->min_gain_tokens() &&
-          n_entry <= runner_.n_ctx() && TryDiskShift(prompt, sm, t)) {
+          n_entry <= runner_.n_ctx() && TryDiskShift(prompt, sm, scope, t)) {
         return true;
       }
     }
@@ -145,7 +157,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
     }
   }
   std::vector<int32_t> tokens(loaded->tokens.begin(), loaded->tokens.begin() + cut);
-  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = cut;
   t->diverged_at_ = static_cast<int64_t>(m.common_prefix);
   t->log_ = "reused " + std::to_string(cut) + " of " + std::to_string(n_prompt) +
@@ -159,7 +171,8 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, Ca
   return true;
 }
 
-bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& sm, CacheTicket* t) {
+bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& sm,
+                               const cache::LookupScope& scope, CacheTicket* t) {
   const uint64_t t0 = env_->NowMicros();
   auto loaded = LoadSaved(sm.entry.id);
   if (!loaded.ok()) return false;
@@ -173,7 +186,7 @@ bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::Shi
   tokens.erase(tokens.begin() + plan.drop_begin, tokens.begin() + plan.drop_end);
   tokens.resize(static_cast<size_t>(plan.reused()));
   if (!std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;  // index and file disagree
-  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = plan.reused();
   t->log_ = "reused " + std::to_string(plan.reused()) + " of " + std::to_string(prompt.size()) +
             " tokens from disk after a context shift (a saved cache of " + std::to_string(sm.entry.n_tokens) +
@@ -186,7 +199,7 @@ bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::Shi
 }
 
 Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use_cache,
-                                       bool has_images) {
+                                       bool has_images, const cache::LookupScope& scope) {
   CacheTicket t;
   if (!use_cache || has_images) {
     t.private_ = runner_.NewSequence();
@@ -197,18 +210,18 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
   std::string disk_why;
   if (disk_.store != nullptr) {
     // A chat that left RAM but is not written yet is still in memory.
-    const int64_t ram_reuse = pool_.Peek(prompt).n_reuse;
-    const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt);
+    const int64_t ram_reuse = pool_.Peek(prompt, scope).n_reuse;
+    const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt, OnlyTenant(scope));
     const int64_t queued_reuse = queued.found ? static_cast<int64_t>(queued.usable) : 0;
-    if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), &t, &disk_why)) return t;
+    if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), scope, &t, &disk_why)) return t;
     if (queued_reuse > ram_reuse) {
-      if (TryQueued(prompt, queued, queued_reuse, &t)) return t;
+      if (TryQueued(prompt, queued, queued_reuse, scope, &t)) return t;
       // It was written while we looked: it is on disk now.
       disk_why.clear();
-      if (TryDisk(prompt, ram_reuse, &t, &disk_why)) return t;
+      if (TryDisk(prompt, ram_reuse, scope, &t, &disk_why)) return t;
     }
   }
-  MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt));
+  MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt, scope));
   const cache::LookupPlan& plan = t.lease_.plan();
   t.n_reused_ = t.lease_.n_reused();
   t.diverged_at_ = plan.lcp;
@@ -257,7 +270,7 @@ void PromptCache::Abandon(CacheTicket ticket) {
 }
 
 bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& match, int64_t use,
-                            CacheTicket* t) {
+                            const cache::LookupScope& scope, CacheTicket* t) {
   const uint64_t t0 = env_->NowMicros();
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
@@ -291,7 +304,7 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
   runner_.Adopt(state.get());
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
-  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state));
+  t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = n;
   t->diverged_at_ = static_cast<int64_t>(match.common_prefix);
   t->log_ = "reused " + std::to_string(n) + " of " + std::to_string(prompt.size()) + " tokens from RAM (" +
@@ -309,6 +322,10 @@ void PromptCache::FlushToDisk() {
 }
 
 void PromptCache::Recharge() { pool_.Recharge(); }
+
+SequencePool::Forgotten PromptCache::ForgetTenant(const std::string& tenant) {
+  return pool_.ForgetTenant(tenant);
+}
 
 bool PromptCache::WriteOnePending() {
   if (disk_.store == nullptr) return false;

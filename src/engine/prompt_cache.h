@@ -117,8 +117,11 @@ class PromptCache {
               SequencePool::EvictFn on_evict = {}, DiskLevel disk = {});
 
   // Picks the state for `prompt`. With use_cache false or images in the
-  // prompt, the pool is neither read nor changed.
-  Result<CacheTicket> Start(std::span<const int32_t> prompt, bool use_cache, bool has_images);
+  // prompt, the pool is neither read nor changed. `scope`: the tenant the
+  // state will belong to; when isolated, only that tenant's chats (RAM,
+  // write queue, saved files) are candidates.
+  Result<CacheTicket> Start(std::span<const int32_t> prompt, bool use_cache, bool has_images,
+                            const cache::LookupScope& scope = {});
   // The request is over and the state holds exactly `tokens`: its prompt's
   // first `prompt_len` tokens, then the reply. A pooled state goes back to
   // the pool; a private one is freed.
@@ -132,6 +135,9 @@ class PromptCache {
   // After a forward pass: the pool counts what in-use states hold now and
   // evicts idle entries if that is over its budget.
   void Recharge();
+  // Removes `tenant`'s idle chats from the pool (ones in use go when their
+  // request ends); nothing is written. Thread-safe.
+  SequencePool::Forgotten ForgetTenant(const std::string& tenant);
   // Writes one queued state of this model now, on the calling thread (the
   // server's writer thread does this otherwise; tools and tests). False
   // when none was queued. REQUIRES: no request of this model runs.
@@ -145,14 +151,17 @@ class PromptCache {
   // plan). On success fills `t` and returns true; otherwise sets *why to
   // what the disk said (for the log line).
   // `in_memory`: the most tokens RAM or the write queue would reuse.
-  bool TryDisk(std::span<const int32_t> prompt, int64_t in_memory, CacheTicket* t, std::string* why);
+  bool TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
+               CacheTicket* t, std::string* why);
   // Continues from a state still waiting in the write queue (`use` of its
   // tokens): takes it back when the prompt continues all of it, else copies
   // its shared start. False when it was written meanwhile.
-  bool TryQueued(std::span<const int32_t> prompt, const QueuedMatch& match, int64_t use, CacheTicket* t);
+  bool TryQueued(std::span<const int32_t> prompt, const QueuedMatch& match, int64_t use,
+                 const cache::LookupScope& scope, CacheTicket* t);
   // Loads a saved chat whose prompt is a trimmed version of it and removes
   // the trimmed span (context shift). False (logged) when it cannot.
-  bool TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& match, CacheTicket* t);
+  bool TryDiskShift(std::span<const int32_t> prompt, const cache::ShiftMatch& match,
+                    const cache::LookupScope& scope, CacheTicket* t);
   // Loads a saved file straight into a new state (SavedCacheStore::
   // LoadState), checking that its state holds its tokens; a damaged file is
   // deleted.

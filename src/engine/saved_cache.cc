@@ -392,7 +392,11 @@ bool SavedCacheStore::WriteNode(const Node& node, bool paced, ThreadPool* pool) 
         return UrgentLocked();
       },
       node->queued_us + options_.defer_ms * 1000);
-  auto saved = d->Save({item.model, 0, 0, static_cast<uint64_t>(std::max<int64_t>(item.prompt_len, 0))}, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
+  cache::SaveMeta meta;
+  meta.model = item.model;
+  meta.tenant = item.tenant;
+  meta.prompt_len = static_cast<uint64_t>(std::max<int64_t>(item.prompt_len, 0));
+  auto saved = d->Save(meta, item.tokens, view.parts, pool, paced ? &pacer : nullptr);
   const bool abandoned = !saved.ok() && node->abort;
   bool still_on = false;
   {
@@ -556,7 +560,8 @@ uint64_t SavedCacheStore::WaitForWrites(uint64_t n, uint64_t timeout_ms) {
   return writes_;
 }
 
-QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {
+QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                                        const std::string* only_tenant) const {
   QueuedMatch best;
   std::lock_guard<std::mutex> lock(mu_);
   if (prompt.empty()) return best;
@@ -566,6 +571,7 @@ QueuedMatch SavedCacheStore::FindQueued(const cache::ModelBinding& model, std::s
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     const Node& n = *it;
     if (!(n->item.model == model) || n->abort) continue;
+    if (only_tenant != nullptr && n->item.tenant != *only_tenant) continue;
     const size_t lcp = cache::CommonPrefix(n->item.tokens, prompt);
     const size_t usable = static_cast<size_t>(
         n->item.state->NewestCutAtOrBefore(static_cast<int64_t>(std::min(lcp, prompt.size() - 1))));
@@ -625,21 +631,52 @@ Result<std::unique_ptr<models::SequenceState>> SavedCacheStore::CopyQueued(uint6
   return copy;
 }
 
-cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::span<const int32_t> prompt) const {
+cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                                         const std::string* only_tenant) const {
   auto d = disk();
   if (d == nullptr) {
     cache::PrefixMatch none;
     none.why_none = "the disk cache is off";
     return none;
   }
-  return d->FindLongestPrefix(model, prompt);
+  return d->FindLongestPrefix(model, prompt, only_tenant);
 }
 
 cache::ShiftMatch SavedCacheStore::FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
-                                             int64_t min_kept) const {
+                                             int64_t min_kept, const std::string* only_tenant) const {
   auto d = disk();
   if (d == nullptr) return cache::ShiftMatch{};
-  return d->FindShift(model, prompt, min_kept);
+  return d->FindShift(model, prompt, min_kept, only_tenant);
+}
+
+Result<cache::RemovalStats> SavedCacheStore::ForgetTenant(const std::string& tenant) {
+  cache::RemovalStats queued;
+  std::shared_ptr<cache::DiskStore> d;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    d = disk_;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const Node& n = *it;
+      if (n->item.tenant != tenant) {
+        ++it;
+        continue;
+      }
+      // A state being written is freed by its writer once it lets go; its
+      // file, should it be finished, is deleted by the disk store.
+      n->abort = true;
+      ++queued.files;
+      queued.bytes += n->bytes;
+      queued_bytes_ -= n->bytes;
+      it = queue_.erase(it);
+    }
+  }
+  gate_.Wake();
+  queue_cv_.notify_all();
+  if (d == nullptr) return queued;
+  MX_ASSIGN_OR_RETURN(cache::RemovalStats files, d->ForgetTenant(tenant));
+  files.files += queued.files;
+  files.bytes += queued.bytes;
+  return files;
 }
 
 Result<cache::LoadedEntry> SavedCacheStore::Load(const std::string& id, const cache::ModelBinding& model,

@@ -101,6 +101,7 @@ struct PendingSave {
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
   int64_t prompt_len = 0;  // of tokens, how many came from a prompt (the rest were generated)
+  std::string tenant = {};  // whose chat it is ("" none): sealed with it, bound into its file key
 };
 
 // The queued state of `model` that a prompt can reuse the most of.
@@ -182,7 +183,9 @@ class SavedCacheStore {
   // The queued state of `model` with the most usable tokens for `prompt`
   // (ties: the longest common prefix, then the newest); !found when none is
   // usable.
-  QueuedMatch FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
+  // With `only_tenant`, other tenants' states are invisible.
+  QueuedMatch FindQueued(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                         const std::string* only_tenant = nullptr) const;
   // Takes queued state `seq` back (its write is abandoned, waiting at most
   // one slice if it is being written). NotFound when it is no longer queued
   // (written meanwhile: it is on disk now).
@@ -198,11 +201,16 @@ class SavedCacheStore {
   // --- Lookup (REQUIRES: called on the model's compute loop for Load).
   // The saved cache of `model` sharing the longest start with `prompt`
   // (memory only). When saving is off: !found, why_none "the disk cache is off".
-  cache::PrefixMatch Find(const cache::ModelBinding& model, std::span<const int32_t> prompt) const;
+  cache::PrefixMatch Find(const cache::ModelBinding& model, std::span<const int32_t> prompt,
+                          const std::string* only_tenant = nullptr) const;
   // The saved chat of `model` that `prompt` continues once one trimmed span
   // is removed (context shift); !found when saving is off.
   cache::ShiftMatch FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
-                              int64_t min_kept) const;
+                              int64_t min_kept, const std::string* only_tenant = nullptr) const;
+  // Forgets `tenant` (SPEC §13): drops its queued states (a write in
+  // progress is abandoned) and deletes its saved files. Returns what went:
+  // queued states and files, and their bytes (memory / file sizes).
+  Result<cache::RemovalStats> ForgetTenant(const std::string& tenant);
   Result<cache::LoadedEntry> Load(const std::string& id, const cache::ModelBinding& model, ThreadPool* pool);
   // Loads `id` straight into a new state of `layout`: every chunk is read
   // and decrypted in place into the state's own memory, in parallel on

@@ -162,7 +162,8 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
 
 Status Scheduler::StartSlot(Slot& s) {
   const uint64_t t0 = env_->NowMicros();
-  auto ticket = cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images);
+  auto ticket = cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images,
+                              {s.request.tenant, s.request.tenant_isolated});
   if (!ticket.ok()) {
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
     return ticket.status();

@@ -167,6 +167,9 @@ class Scheduler {
   int queued() const;
   // The model's RAM pool (stats and counters are thread-safe).
   const PromptCache& prompt_cache() const { return *cache_; }
+  // Forgets `tenant`'s cached chats in this model's RAM pool (SPEC §13):
+  // idle ones now, ones in use when their request ends. Thread-safe.
+  SequencePool::Forgotten ForgetTenant(const std::string& tenant) { return cache_->ForgetTenant(tenant); }
 
  private:
   struct Slot;

@@ -6,6 +6,7 @@
 #include <png.h>
 
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,12 +22,13 @@ constexpr png_byte kIgnoredChunks[] =
     "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0sBIT\0sCAL\0sPLT\0sRGB\0"
     "tEXt\0tIME\0tRNS\0zTXt";
 constexpr int kNumIgnoredChunks = 18;
+static_assert(sizeof(kIgnoredChunks) == 5 * kNumIgnoredChunks, "4 letters + NUL each");
 
 struct PngState {
   std::span<const uint8_t> bytes;
   size_t pos = 0;
   bool truncated = false;
-  std::string error;  // libpng's message of the last error
+  char error[256] = {};  // libpng's message of the last error (no allocation on that path)
   png_structp png = nullptr;
   png_infop info = nullptr;
   png_uint_32 width = 0, height = 0;
@@ -39,7 +41,8 @@ struct PngState {
 
 void ErrorFn(png_structp png, png_const_charp message) {
   auto* state = static_cast<PngState*>(png_get_error_ptr(png));
-  state->error = message != nullptr ? message : "unknown error";
+  std::snprintf(state->error, sizeof(state->error), "%s",
+                message != nullptr ? message : "unknown error");
   png_longjmp(png, 1);
 }
 
@@ -112,6 +115,16 @@ Status Failure(const PngState& s) {
 }  // namespace
 
 Result<RgbImage> DecodePng(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  // The size straight from IHDR (signature, length, "IHDR", width, height,
+  // all big-endian), so that a zero side gets a clearer message than
+  // libpng's "Invalid IHDR data". libpng checks the chunk properly below.
+  if (bytes.size() >= 24 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return uint32_t{bytes[at]} << 24 | uint32_t{bytes[at + 1]} << 16 |
+             uint32_t{bytes[at + 2]} << 8 | uint32_t{bytes[at + 3]};
+    };
+    MX_RETURN_IF_ERROR(CheckImageDimensions("PNG", be32(16), be32(20), limits));
+  }
   PngState s;
   s.bytes = bytes;
   s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, ErrorFn, WarningFn);

@@ -16,8 +16,6 @@ constexpr uint8_t kPngMagic[] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
 constexpr uint8_t kJpegMagic[] = {0xff, 0xd8, 0xff};
 constexpr uint8_t kGif87Magic[] = {'G', 'I', 'F', '8', '7', 'a'};
 constexpr uint8_t kGif89Magic[] = {'G', 'I', 'F', '8', '9', 'a'};
-// WebP: "RIFF" <u32 size> "WEBP".
-constexpr size_t kWebpMagicBytes = 12;
 
 // How `bytes` relate to a magic: the whole magic is there, the bytes are a
 // proper prefix of it, or they differ.
@@ -29,6 +27,7 @@ Match MatchMagic(std::span<const uint8_t> bytes, std::span<const uint8_t> magic)
   return n == magic.size() ? Match::kFull : Match::kPrefix;
 }
 
+// WebP: "RIFF" <u32 size> "WEBP".
 Match MatchWebp(std::span<const uint8_t> bytes) {
   const uint8_t riff[] = {'R', 'I', 'F', 'F'};
   const uint8_t webp[] = {'W', 'E', 'B', 'P'};

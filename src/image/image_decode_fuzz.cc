@@ -2,6 +2,8 @@
 // (tests/fuzz/README.md). Decodes the input under small limits and, when it
 // is accepted, preprocesses it to at most 64 tokens and hashes it, aborting
 // when a result is inconsistent (ASan and UBSan catch the rest).
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       prep->content_x + prep->content_w > w || prep->content_y + prep->content_h > h) {
     std::abort();
   }
-  sink = sink + static_cast<uint64_t>(prep->pixels[0] + prep->pixels.back());
+  for (float v : {prep->pixels.front(), prep->pixels.back()}) {
+    if (!std::isfinite(v)) std::abort();
+    sink = sink + std::bit_cast<uint32_t>(v);
+  }
   return 0;
 }

@@ -171,8 +171,8 @@ TEST(ImageHostileTest, AspectRatioLimit) {
 }
 
 TEST(ImageHostileTest, ZeroSizedImages) {
-  ExpectInvalid(DecodeImage(PngWithHeader(0, 10), {}), "image: PNG is corrupt:");
-  ExpectInvalid(DecodeImage(PngWithHeader(10, 0), {}), "image: PNG is corrupt:");
+  ExpectInvalid(DecodeImage(PngWithHeader(0, 10), {}), "image: PNG has no pixels (0x10 pixels)");
+  ExpectInvalid(DecodeImage(PngWithHeader(10, 0), {}), "image: PNG has no pixels (10x0 pixels)");
   testing::GifSpec gif;
   gif.screen_w = 0;
   gif.screen_h = 5;
@@ -250,21 +250,25 @@ TEST(ImageHostileTest, BitFlipsNeverCrash) {
   }
 }
 
-// A JPEG whose frame header claims 65000x65000 pixels is refused from the
-// header, not decoded.
-TEST(ImageHostileTest, JpegSizeFromTheFrameHeader) {
+// A JPEG frame header (SOF0) that claims another size: 65000x65000 pixels is
+// refused from the header, not decoded; a zero height is an error.
+Bytes JpegWithSize(uint16_t width, uint16_t height) {
   Bytes jpeg = testing::EncodeJpeg(testing::TestPicture(8, 8), {});
-  bool patched = false;
   for (size_t i = 0; i + 8 < jpeg.size(); ++i) {
-    if (jpeg[i] == 0xff && jpeg[i + 1] == 0xc0) {  // SOF0: len(2) P(1) Y(2) X(2)
-      jpeg[i + 5] = 0xfd, jpeg[i + 6] = 0xe8;
-      jpeg[i + 7] = 0xfd, jpeg[i + 8] = 0xe8;
-      patched = true;
-      break;
+    if (jpeg[i] == 0xff && jpeg[i + 1] == 0xc0) {  // SOF0: length(2) P(1) Y(2) X(2)
+      jpeg[i + 5] = static_cast<uint8_t>(height >> 8), jpeg[i + 6] = static_cast<uint8_t>(height);
+      jpeg[i + 7] = static_cast<uint8_t>(width >> 8), jpeg[i + 8] = static_cast<uint8_t>(width);
+      return jpeg;
     }
   }
-  ASSERT_TRUE(patched);
-  ExpectInvalid(DecodeImage(jpeg, {}), "image: 65000x65000 pixels is more than the limit");
+  return {};
+}
+
+TEST(ImageHostileTest, JpegSizeFromTheFrameHeader) {
+  ExpectInvalid(DecodeImage(JpegWithSize(65000, 65000), {}),
+                "image: 65000x65000 pixels is more than the limit");
+  ExpectInvalid(DecodeImage(JpegWithSize(60000, 8), {}), "aspect ratio 7500 is above the limit");
+  ExpectInvalid(DecodeImage(JpegWithSize(8, 0), {}), "image: JPEG is corrupt: ");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Prompt-cache routes: GET /api/cache (each loaded model's RAM pool: its
-// entries' sizes and times, never their tokens) and the cache gauges of
-// GET /metrics.
+// entries' sizes and times, never their tokens), DELETE
+// /api/cache/tenants/{tenant} (forget a tenant's cached chats) and the cache
+// gauges of GET /metrics.
 #include <sstream>
 
+#include "core/logging.h"
+#include "server/http_parser.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -70,32 +73,72 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
       << "# HELP matricxon_saved_cache_queued Chats that left RAM and wait to be written.\n"
       << "# TYPE matricxon_saved_cache_queued gauge\n"
       << "matricxon_saved_cache_queued " << u.queued << "\n"
-      << "# HELP matricxon_saved_cache_queued_bytes Memory held by the chats waiting to be written.\n"
+      << "# HELP matricxon_saved_cache_queued_bytes Memory held by the chats waiting to be "
+         "written.\n"
       << "# TYPE matricxon_saved_cache_queued_bytes gauge\n"
       << "matricxon_saved_cache_queued_bytes " << u.queued_bytes << "\n"
       << "# HELP matricxon_saved_cache_writes_total Saved caches written since start.\n"
       << "# TYPE matricxon_saved_cache_writes_total counter\n"
       << "matricxon_saved_cache_writes_total " << u.writes << "\n"
-      << "# HELP matricxon_saved_cache_write_during_replies_seconds_total Time saving took between the decode steps of running replies.\n"
+      << "# HELP matricxon_saved_cache_write_during_replies_seconds_total Time saving took between "
+         "the decode steps of running replies.\n"
       << "# TYPE matricxon_saved_cache_write_during_replies_seconds_total counter\n"
       << "matricxon_saved_cache_write_during_replies_seconds_total "
       << static_cast<double>(u.gate.busy_slice_us) / 1e6 << "\n"
-      << "# HELP matricxon_saved_cache_step_wait_seconds_total Time decode steps waited for a write slice to end.\n"
+      << "# HELP matricxon_saved_cache_step_wait_seconds_total Time decode steps waited for a "
+         "write slice to end.\n"
       << "# TYPE matricxon_saved_cache_step_wait_seconds_total counter\n"
-      << "matricxon_saved_cache_step_wait_seconds_total " << static_cast<double>(u.gate.step_wait_us) / 1e6
-      << "\n";
+      << "matricxon_saved_cache_step_wait_seconds_total "
+      << static_cast<double>(u.gate.step_wait_us) / 1e6 << "\n";
   }
   return o.str();
 }
 
+// Forgets a tenant (SPEC §13): its chats in every loaded model's RAM pool
+// (ones in use go when their request ends) and its saved chats, queued or
+// written. The tenant is one path segment, percent-encoded ("acme%2Fu1"
+// for a trusted key's user "u1").
+void ForgetTenant(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
+  std::string tenant;
+  if (!PercentDecode(req.matches[1], &tenant) || tenant.empty()) {
+    return SendError(
+        res, 400, "the tenant '" + std::string(req.matches[1]) + "' is not a valid path segment");
+  }
+  size_t entries = 0, bytes = 0, in_use = 0;
+  for (const auto& m : ctx->models->Loaded()) {
+    const engine::SequencePool::Forgotten f = m->scheduler->ForgetTenant(tenant);
+    entries += f.entries;
+    bytes += f.bytes;
+    in_use += f.in_use;
+  }
+  Json disk = {{"files", 0}, {"bytes", 0}};
+  if (ctx->saved != nullptr) {
+    auto removed = ctx->saved->ForgetTenant(tenant);
+    if (!removed.ok()) return SendError(res, removed.status());
+    disk = {{"files", removed->files}, {"bytes", removed->bytes}};
+  }
+  MX_LOG(kInfo) << "forgot tenant '" << tenant << "': " << entries << " cached chats in RAM ("
+                << bytes << " bytes, " << in_use << " more when their replies end), "
+                << disk["files"].get<size_t>() << " saved";
+  SendJson(res, {{"tenant", tenant},
+                 {"ram", {{"entries", entries}, {"bytes", bytes}, {"in_use", in_use}}},
+                 {"disk", disk}});
+}
+
 void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes) {
-  routes->push_back({"GET", "/api/cache", "each loaded model's RAM pool: entries (tokens, bytes, last used, in use) and counters",
-                     false, [ctx](const HttpRequest&, HttpResponse& res) {
-                       Json models = Json::array();
-                       for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
-                       SendJson(res, {{"models", models}});
-                     },
-                     /*cache_stats=*/true});
+  routes->push_back(
+      {"DELETE", "/api/cache/tenants/{tenant}",
+       "forget a tenant's cached chats in RAM and on disk (admin)", true,
+       [ctx](const HttpRequest& req, HttpResponse& res) { ForgetTenant(ctx, req, res); }});
+  routes->push_back(
+      {"GET", "/api/cache",
+       "each loaded model's RAM pool: entries (tokens, bytes, last used, in use) and counters",
+       false, [ctx](const HttpRequest&, HttpResponse& res) {
+         Json models = Json::array();
+         for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
+         SendJson(res, {{"models", models}});
+       },
+       /*cache_stats=*/true});
 }
 
 }  // namespace mx::server

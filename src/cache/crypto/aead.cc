@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mx::cache {
 namespace {
@@ -59,33 +60,60 @@ KeyId ComputeKeyId(const SecretKey& key) {
   return id;
 }
 
-Result<FileKey> DeriveFileKey(const SecretKey& master, std::span<const uint8_t> salt) {
+namespace {
+
+// HKDF-SHA256 of `master` into `out`.
+Status Hkdf(const SecretKey& master, std::span<const uint8_t> salt, std::span<const uint8_t> info,
+            std::span<uint8_t> out) {
   EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
   if (kdf == nullptr) return Status::Internal(OpenSslError("EVP_KDF_fetch(HKDF)"));
   EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
   EVP_KDF_free(kdf);
   if (ctx == nullptr) return Status::Internal(OpenSslError("EVP_KDF_CTX_new"));
   char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(master.data()),
-                                        kKeyBytes),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()),
-                                        salt.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO,
-                                        const_cast<char*>(kFileKeyInfo.data()),
-                                        kFileKeyInfo.size()),
-      OSSL_PARAM_construct_end(),
-  };
-  uint8_t out[kKeyBytes + kNonceBytes];
-  int rc = EVP_KDF_derive(ctx, out, sizeof(out), params);
+  OSSL_PARAM params[5];
+  size_t n = 0;
+  params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0);
+  params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
+                                                  const_cast<uint8_t*>(master.data()), kKeyBytes);
+  if (!salt.empty()) {
+    params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT,
+                                                    const_cast<uint8_t*>(salt.data()), salt.size());
+  }
+  params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO,
+                                                  const_cast<uint8_t*>(info.data()), info.size());
+  params[n++] = OSSL_PARAM_construct_end();
+  const int rc = EVP_KDF_derive(ctx, out.data(), out.size(), params);
   EVP_KDF_CTX_free(ctx);
   if (rc != 1) return Status::Internal(OpenSslError("HKDF derive"));
+  return Status::Ok();
+}
+
+std::vector<uint8_t> Info(std::string_view label, std::span<const uint8_t> scope) {
+  std::vector<uint8_t> info(label.begin(), label.end());
+  info.insert(info.end(), scope.begin(), scope.end());
+  return info;
+}
+
+}  // namespace
+
+Result<FileKey> DeriveFileKey(const SecretKey& master, std::span<const uint8_t> salt,
+                              std::span<const uint8_t> scope) {
+  uint8_t out[kKeyBytes + kNonceBytes];
+  MX_RETURN_IF_ERROR(Hkdf(master, salt, Info(kFileKeyInfo, scope), out));
   FileKey fk;
   std::memcpy(fk.key.mutable_data(), out, kKeyBytes);
   std::memcpy(fk.nonce_base.data(), out + kKeyBytes, kNonceBytes);
   OPENSSL_cleanse(out, sizeof(out));
   return fk;
+}
+
+Result<TenantTag> DeriveTenantTag(const SecretKey& master, std::string_view tenant) {
+  TenantTag tag{};
+  if (tenant.empty()) return tag;
+  const auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(tenant.data()), tenant.size());
+  MX_RETURN_IF_ERROR(Hkdf(master, {}, Info("matricxon tenant tag v1", bytes), tag));
+  return tag;
 }
 
 Nonce ChunkNonce(const FileKey& file_key, uint64_t chunk_index) {

@@ -59,9 +59,20 @@ struct FileKey {
 };
 
 // HKDF-SHA256(ikm = master, salt = salt, info = "matricxon prompt cache file
-// key v1") -> 44 bytes: 32 key bytes, then 12 nonce-base bytes.
-// Internal (OpenSSL failure) is the only error.
-Result<FileKey> DeriveFileKey(const SecretKey& master, std::span<const uint8_t> salt);
+// key v1" || scope) -> 44 bytes: 32 key bytes, then 12 nonce-base bytes.
+// `scope` (may be empty) binds the key to more than the salt: the saved
+// caches pass the file's tenant tag. Internal (OpenSSL failure) is the only
+// error.
+Result<FileKey> DeriveFileKey(const SecretKey& master, std::span<const uint8_t> salt,
+                              std::span<const uint8_t> scope = {});
+
+// An 8-byte tag naming a tenant without revealing it: HKDF-SHA256(ikm =
+// master, no salt, info = "matricxon tenant tag v1" || tenant), first 8
+// bytes. All zero for the empty tenant (no tenant). Only the key's holder
+// can compute or test it.
+inline constexpr size_t kTenantTagBytes = 8;
+using TenantTag = std::array<uint8_t, kTenantTagBytes>;
+Result<TenantTag> DeriveTenantTag(const SecretKey& master, std::string_view tenant);
 
 // nonce_base with LE64(chunk_index) XORed into bytes 4..11.
 Nonce ChunkNonce(const FileKey& file_key, uint64_t chunk_index);

@@ -95,7 +95,8 @@ void EncodeHeader(const DiskHeader& header, uint8_t out[kDiskHeaderBytes]) {
   std::memcpy(out + 8, header.key_id.data(), kKeyIdBytes);
   std::memcpy(out + 16, header.salt.data(), kSaltBytes);
   PutU32(out + 48, header.chunk_bytes);
-  // 52: flags = 0; 56: reserved = 0.
+  // 52: flags = 0; 56: the tenant tag.
+  std::memcpy(out + 56, header.tenant_tag.data(), kTenantTagBytes);
 }
 
 Status DecodeHeader(std::span<const uint8_t> bytes, DiskHeader* header) {
@@ -110,9 +111,8 @@ Status DecodeHeader(std::span<const uint8_t> bytes, DiskHeader* header) {
     return Status::NotSupported("format version " + std::to_string(version) + ", this build reads " +
                                 std::to_string(kDiskFormatVersion));
   }
-  if (GetU32(p + 52) != 0 || GetU64(p + 56) != 0) {
-    return Status::Corruption("nonzero flags or reserved header bytes");
-  }
+  if (GetU32(p + 52) != 0) return Status::Corruption("nonzero header flags");
+  std::memcpy(header->tenant_tag.data(), p + 56, kTenantTagBytes);
   std::memcpy(header->key_id.data(), p + 8, kKeyIdBytes);
   std::memcpy(header->salt.data(), p + 16, kSaltBytes);
   header->chunk_bytes = GetU32(p + 48);
@@ -156,16 +156,18 @@ void MakeChunkAad(const uint8_t header[kDiskHeaderBytes], const FileId& id, uint
   out[kChunkAadBytes - 1] = last ? 1 : 0;
 }
 
-uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens) {
-  return 4 + uint64_t{model_fp_len} + 5 * 8 + 4 * uint64_t{n_tokens} + 8;
+uint64_t MetadataBytesFor(size_t model_fp_len, size_t tenant_len, size_t n_tokens) {
+  return 4 + uint64_t{model_fp_len} + 4 + uint64_t{tenant_len} + 5 * 8 + 4 * uint64_t{n_tokens} + 8;
 }
 
 std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> tokens,
                            uint64_t payload_bytes) {
   std::string out;
-  out.reserve(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()));
+  out.reserve(MetadataBytesFor(meta.model_fingerprint.size(), meta.tenant.size(), tokens.size()));
   AppendU32(&out, static_cast<uint32_t>(meta.model_fingerprint.size()));
   out.append(meta.model_fingerprint);
+  AppendU32(&out, static_cast<uint32_t>(meta.tenant.size()));
+  out.append(meta.tenant);
   AppendU64(&out, meta.layout_fingerprint);
   AppendU64(&out, meta.created_us);
   AppendU64(&out, meta.last_used_us);
@@ -179,7 +181,9 @@ std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> toke
 std::optional<uint64_t> MetadataBytes(std::span<const uint8_t> prefix) {
   if (prefix.size() < 4) return std::nullopt;
   const uint64_t fp_len = GetU32(prefix.data());
-  const uint64_t n_tokens_at = 4 + fp_len + 32;
+  if (prefix.size() < 4 + fp_len + 4) return std::nullopt;
+  const uint64_t tenant_len = GetU32(prefix.data() + 4 + fp_len);
+  const uint64_t n_tokens_at = 4 + fp_len + 4 + tenant_len + 32;
   if (prefix.size() < n_tokens_at + 8) return std::nullopt;
   const uint64_t n_tokens = GetU64(prefix.data() + n_tokens_at);
   if (n_tokens > (uint64_t{1} << 60)) return UINT64_MAX;  // absurd; rejected by the parser
@@ -202,6 +206,12 @@ Status ParseRecordPrefix(std::span<const uint8_t> prefix, uint64_t plaintext_byt
                               " out of range");
   }
   meta->model_fingerprint.assign(reinterpret_cast<const char*>(r.Take(fp_len)), fp_len);
+  if (!r.Has(4)) return Status::Corruption("record truncated before the tenant");
+  const uint32_t tenant_len = r.U32();
+  if (tenant_len > kMaxTenantBytes || !r.Has(tenant_len)) {
+    return Status::Corruption("tenant length " + std::to_string(tenant_len) + " out of range");
+  }
+  meta->tenant.assign(reinterpret_cast<const char*>(r.Take(tenant_len)), tenant_len);
   if (!r.Has(40)) return Status::Corruption("record truncated in the metadata");
   meta->layout_fingerprint = r.U64();
   meta->created_us = r.U64();

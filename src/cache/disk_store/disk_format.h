@@ -1,4 +1,4 @@
-// Constants and codecs of the saved-cache file format, version 1, as
+// Constants and codecs of the saved-cache file format, version 3, as
 // specified in docs/disk_cache_format.md (read that first; this header only
 // names what it defines). Pure functions, no I/O; thread-safe.
 #pragma once
@@ -18,7 +18,7 @@
 namespace mx::cache {
 
 inline constexpr char kDiskMagic[4] = {'M', 'X', 'P', 'C'};
-inline constexpr uint32_t kDiskFormatVersion = 2;
+inline constexpr uint32_t kDiskFormatVersion = 3;
 inline constexpr size_t kDiskHeaderBytes = 64;
 inline constexpr size_t kFileIdBytes = 16;
 // header || id || LE64(chunk index) || last flag
@@ -27,6 +27,7 @@ inline constexpr uint32_t kMinChunkBytes = 256;
 inline constexpr uint32_t kMaxChunkBytes = uint32_t{1} << 28;
 inline constexpr uint32_t kDefaultChunkBytes = uint32_t{4} << 20;
 inline constexpr uint32_t kMaxModelFingerprintBytes = 4096;
+inline constexpr uint32_t kMaxTenantBytes = 1024;
 inline constexpr std::string_view kCacheFileSuffix = ".mxpc";
 inline constexpr std::string_view kTempFileSuffix = ".mxpc.tmp";
 
@@ -47,6 +48,7 @@ struct DiskHeader {
   KeyId key_id{};
   Salt salt{};
   uint32_t chunk_bytes = kDefaultChunkBytes;
+  TenantTag tenant_tag{};  // DeriveTenantTag of the record's tenant (zero: none); in the file key too
 };
 void EncodeHeader(const DiskHeader& header, uint8_t out[kDiskHeaderBytes]);
 // Checks magic (Corruption), version (NotSupported), flags/reserved zero and
@@ -71,15 +73,16 @@ void MakeChunkAad(const uint8_t header[kDiskHeaderBytes], const FileId& id, uint
 // --- Plaintext record: metadata then payload.
 struct RecordMeta {
   std::string model_fingerprint;
+  std::string tenant;  // who the chat belongs to ("" none), at most kMaxTenantBytes
   uint64_t layout_fingerprint = 0;
   uint64_t created_us = 0;
   uint64_t last_used_us = 0;
   uint64_t prompt_len = 0;  // of the tokens, how many came from the chat's last prompt (<= n_tokens)
 };
-// Size of the metadata record: 52 + model_fp_len + 4 * n_tokens.
-uint64_t MetadataBytesFor(size_t model_fp_len, size_t n_tokens);
+// Size of the metadata record: 56 + model_fp_len + tenant_len + 4 * n_tokens.
+uint64_t MetadataBytesFor(size_t model_fp_len, size_t tenant_len, size_t n_tokens);
 // Metadata bytes (everything before the payload). REQUIRES: the fingerprint
-// is 1..kMaxModelFingerprintBytes bytes.
+// is 1..kMaxModelFingerprintBytes bytes, the tenant at most kMaxTenantBytes.
 std::string EncodeMetadata(const RecordMeta& meta, std::span<const int32_t> tokens,
                            uint64_t payload_bytes);
 // Parses a whole plaintext. Corruption naming the field when the record is

@@ -84,7 +84,11 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
                                    " bytes, expected 1.." +
                                    std::to_string(kMaxModelFingerprintBytes));
   }
-  const uint64_t plaintext = MetadataBytesFor(fp_len, tokens.size()) + payload_bytes;
+  if (meta.tenant.size() > kMaxTenantBytes) {
+    return Status::InvalidArgument("tenant of " + std::to_string(meta.tenant.size()) + " bytes, at most " +
+                                   std::to_string(kMaxTenantBytes));
+  }
+  const uint64_t plaintext = MetadataBytesFor(fp_len, meta.tenant.size(), tokens.size()) + payload_bytes;
   const uint64_t file_bytes = SealedFileBytes(plaintext, chunk_bytes_);
   const uint64_t budget = limits().budget_bytes;
   if (file_bytes > budget) {
@@ -101,11 +105,12 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   FileId raw_id;
   MX_RETURN_IF_ERROR(env_->RandomBytes(raw_id.data(), raw_id.size()));
   const std::string id = ToHex(raw_id);
-  uint64_t purges_before = 0;
+  uint64_t purges_before = 0, forgets_before = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     writing_.insert(id);
     purges_before = purges_;
+    forgets_before = forgets_[m.tenant];
   }
   uint64_t written_bytes = 0;
   Status st = WriteSealed(id, m, tokens, payload_parts, payload_bytes, pool, pacer, &written_bytes);
@@ -115,6 +120,12 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   std::unique_lock<std::mutex> lock(mu_);
   writing_.erase(id);
   if (!st.ok()) return st;
+  if (!m.tenant.empty() && forgets_[m.tenant] != forgets_before) {
+    // The tenant was forgotten while this file was written.
+    lock.unlock();
+    env_->RemoveFile(PathOf(CacheFileName(id)));
+    return Status::NotFound("saved cache " + id + ": its tenant was forgotten while it was being written");
+  }
   if (purges_ != purges_before || purging_ > 0) {
     // A Purge ran while this file was written (it skips files being
     // written): the file must not outlive it.
@@ -127,6 +138,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   Entry entry;
   entry.info.id = id;
   entry.info.model = m.model;
+  entry.info.tenant = m.tenant;
   entry.info.n_tokens = tokens.size();
   entry.info.tokens_hash = HashTokens(tokens);
   entry.info.file_bytes = written_bytes;
@@ -152,12 +164,13 @@ std::vector<SavedEntryInfo> DiskStore::List() const {
   return out;
 }
 
-PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model,
-                                         std::span<const int32_t> tokens) const {
+PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model, std::span<const int32_t> tokens,
+                                         const std::string* only_tenant) const {
   PrefixMatch match;
   size_t other_best = 0;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : index_) {
+    if (only_tenant != nullptr && e.info.tenant != *only_tenant) continue;
     const size_t n = std::min(e.tokens.size(), tokens.size());
     const size_t lcp = static_cast<size_t>(
         std::mismatch(e.tokens.begin(), e.tokens.begin() + static_cast<ptrdiff_t>(n), tokens.begin())
@@ -176,8 +189,14 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model,
   match.found = match.common_prefix > 0;
   if (match.found) return match;
   match.entry = SavedEntryInfo{};
-  if (index_.empty()) {
-    match.why_none = checked_ ? "the disk cache is empty" : "the disk cache is still being checked";
+  if (index_.empty() || only_tenant != nullptr) {
+    match.why_none = !checked_ ? "the disk cache is still being checked"
+                     : index_.empty() ? "the disk cache is empty"
+                                      : "no saved cache of this tenant shares a start with this prompt";
+    if (other_best > 0) {
+      match.other_model = true;
+      match.why_none = "the saved cache was made by another model";
+    }
   } else if (other_best > 0) {
     match.other_model = true;
     match.why_none = "the saved cache was made by another model";
@@ -188,11 +207,12 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model,
 }
 
 ShiftMatch DiskStore::FindShift(const ModelBinding& model, std::span<const int32_t> tokens,
-                                int64_t min_kept) const {
+                                int64_t min_kept, const std::string* only_tenant) const {
   ShiftMatch best;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : index_) {
     if (!(e.info.model == model)) continue;
+    if (only_tenant != nullptr && e.info.tenant != *only_tenant) continue;
     auto plan = PlanShift(e.tokens, tokens, min_kept);
     if (plan && !KeepsTheLatestMessages(*plan, static_cast<int64_t>(e.info.prompt_len))) continue;
     if (plan && (!best.found || plan->reused() > best.plan.reused())) {
@@ -230,7 +250,8 @@ Result<LoadedEntry> DiskStore::LoadInto(const std::string& id, const ModelBindin
   // record's own fields are checked against it once the file is open.
   std::unique_ptr<uint8_t[]> metadata;
   PlaintextPlacer split = [&](uint64_t plaintext_bytes) -> Result<std::vector<std::span<uint8_t>>> {
-    const uint64_t meta_bytes = MetadataBytesFor(model.model_fingerprint.size(), indexed.n_tokens);
+    const uint64_t meta_bytes =
+        MetadataBytesFor(model.model_fingerprint.size(), indexed.tenant.size(), indexed.n_tokens);
     if (meta_bytes > plaintext_bytes ||
         plaintext_bytes - meta_bytes != indexed.payload_bytes) {
       return Status::Corruption("saved cache " + id + ": the file's size does not match its index entry");
@@ -252,7 +273,8 @@ Result<LoadedEntry> DiskStore::LoadInto(const std::string& id, const ModelBindin
     return parts;
   };
   MX_ASSIGN_OR_RETURN(LoadedEntry out, LoadWith(id, model, pool, split));
-  if (out.payload_offset != MetadataBytesFor(model.model_fingerprint.size(), out.tokens.size())) {
+  if (out.payload_offset !=
+      MetadataBytesFor(model.model_fingerprint.size(), indexed.tenant.size(), out.tokens.size())) {
     return Status::Corruption("saved cache " + id + ": its metadata does not match its index entry");
   }
   return out;
@@ -305,6 +327,7 @@ Result<LoadedEntry> DiskStore::LoadWith(const std::string& id, const ModelBindin
   if (out.info.id.empty()) {  // removed meanwhile; the bytes are still good
     out.info.id = id;
     out.info.model = model;
+    out.info.tenant = o.meta.tenant;
     out.info.n_tokens = o.tokens.size();
     out.info.tokens_hash = HashTokens(o.tokens);
     out.info.file_bytes = o.file_bytes;
@@ -325,6 +348,7 @@ Result<SavedEntryInfo> DiskStore::Inspect(const std::string& id, ThreadPool* poo
   SavedEntryInfo info;
   info.id = id;
   info.model = {o.meta.model_fingerprint, o.meta.layout_fingerprint};
+  info.tenant = o.meta.tenant;
   info.n_tokens = o.tokens.size();
   info.tokens_hash = HashTokens(o.tokens);
   info.file_bytes = o.file_bytes;
@@ -346,6 +370,35 @@ Status DiskStore::Remove(const std::string& id) {
   Status st = env_->RemoveFile(PathOf(CacheFileName(id)));
   if (st.code() == Status::Code::kNotFound && indexed) return Status::Ok();
   return st;
+}
+
+Result<RemovalStats> DiskStore::ForgetTenant(const std::string& tenant) {
+  std::vector<std::pair<std::string, uint64_t>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++forgets_[tenant];
+    for (auto it = index_.begin(); it != index_.end();) {
+      if (it->second.info.tenant == tenant) {
+        victims.emplace_back(it->first, it->second.info.file_bytes);
+        it = index_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  RemovalStats stats;
+  Status first;
+  for (const auto& [id, bytes] : victims) {
+    Status st = env_->RemoveFile(PathOf(CacheFileName(id)));
+    if (st.ok() || st.code() == Status::Code::kNotFound) {
+      ++stats.files;
+      stats.bytes += bytes;
+    } else if (first.ok()) {
+      first = st;
+    }
+  }
+  if (!first.ok()) return first;
+  return stats;
 }
 
 Result<RemovalStats> DiskStore::Purge() {
@@ -502,6 +555,7 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       Entry e;
       e.info.id = id;
       e.info.model = {o.meta.model_fingerprint, o.meta.layout_fingerprint};
+      e.info.tenant = o.meta.tenant;
       e.info.n_tokens = o.tokens.size();
       e.info.tokens_hash = HashTokens(o.tokens);
       e.info.file_bytes = o.file_bytes;

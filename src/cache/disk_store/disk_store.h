@@ -56,6 +56,7 @@ struct DiskStoreOptions {
 struct SavedEntryInfo {
   std::string id;            // 32 hex digits (the file is <id>.mxpc)
   ModelBinding model;
+  std::string tenant;        // whose chat it is ("" none); sealed, and bound into the file key
   uint64_t n_tokens = 0;
   uint64_t tokens_hash = 0;  // HashTokens(tokens)
   uint64_t file_bytes = 0;
@@ -83,6 +84,7 @@ struct SaveMeta {
   uint64_t created_us = 0;    // 0: now
   uint64_t last_used_us = 0;  // 0: now
   uint64_t prompt_len = 0;    // of the tokens, how many came from a prompt (0: all of them)
+  std::string tenant = {};    // whose chat it is ("" none), at most kMaxTenantBytes
 };
 
 // Result of FindLongestPrefix.
@@ -185,11 +187,17 @@ class DiskStore {
   // (ties: most recently used). Entries of other models are never returned;
   // when only they share a start, why_none says "the saved cache was made by
   // another model". Memory only, no I/O.
-  PrefixMatch FindLongestPrefix(const ModelBinding& model, std::span<const int32_t> tokens) const;
+  // With `only_tenant`, files of other tenants are invisible (as if absent).
+  PrefixMatch FindLongestPrefix(const ModelBinding& model, std::span<const int32_t> tokens,
+                                const std::string* only_tenant = nullptr) const;
   // The verified file of `model` that, with one span removed (a chat its
   // client trimmed), shares the most with `tokens` (cache/policy PlanShift,
   // at least `min_kept` tokens after the span).
-  ShiftMatch FindShift(const ModelBinding& model, std::span<const int32_t> tokens, int64_t min_kept) const;
+  ShiftMatch FindShift(const ModelBinding& model, std::span<const int32_t> tokens, int64_t min_kept,
+                       const std::string* only_tenant = nullptr) const;
+  // Deletes every file of `tenant` (files of it being written are deleted
+  // when their write ends). Returns what was deleted.
+  Result<RemovalStats> ForgetTenant(const std::string& tenant);
 
   // Reads `id`, opens every chunk (in parallel on `pool` when given) and
   // returns tokens + payload; marks the entry used now (in the index and as
@@ -290,6 +298,7 @@ class DiskStore {
   std::map<std::string, Entry> index_;   // guarded by mu_; verified files only
   std::set<std::string> writing_;        // guarded by mu_; ids whose temp file is being written
   uint64_t purges_ = 0;                  // guarded by mu_; Purge calls begun so far
+  std::map<std::string, uint64_t> forgets_;  // guarded by mu_; ForgetTenant calls per tenant
   int purging_ = 0;                      // guarded by mu_; Purge calls under way
   bool checked_ = false;                 // guarded by mu_
 };

@@ -109,7 +109,10 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   auto layout_or = LayoutForFileSize(file_bytes, header.chunk_bytes);
   if (!layout_or.ok()) return layout_or.status().WithContext(ctx);
   const ChunkLayout layout = layout_or.value();
-  auto file_key_or = DeriveFileKey(key_, header.salt);
+  const bool has_tenant = header.tenant_tag != TenantTag{};
+  auto file_key_or = DeriveFileKey(key_, header.salt,
+                                   has_tenant ? std::span<const uint8_t>(header.tenant_tag)
+                                              : std::span<const uint8_t>());
   if (!file_key_or.ok()) {
     *problem = Problem::kIo;
     return file_key_or.status();
@@ -232,6 +235,14 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   if (place == nullptr && meta_need && *meta_need < prefix.size()) prefix = prefix.first(*meta_need);
   st = ParseRecordPrefix(prefix, out.plaintext_bytes, &out.meta, &out.tokens, &out.payload_offset);
   if (!st.ok()) return st.WithContext(ctx);
+  // The tenant inside must be the one the header's tag (and so the key)
+  // was made for.
+  auto tag = DeriveTenantTag(key_, out.meta.tenant);
+  if (!tag.ok()) {
+    *problem = Problem::kIo;
+    return tag.status();
+  }
+  if (*tag != header.tenant_tag) return Status::Corruption(ctx + ": the tenant does not match its tag");
   *problem = Problem::kNone;
   return out;
 }
@@ -245,12 +256,22 @@ Status DiskStore::WriteSealed(const std::string& id, const SaveMeta& meta, std::
   header.key_id = key_id_;
   header.chunk_bytes = chunk_bytes_;
   MX_RETURN_IF_ERROR(env_->RandomBytes(header.salt.data(), header.salt.size()));
+  MX_ASSIGN_OR_RETURN(header.tenant_tag, DeriveTenantTag(key_, meta.tenant));
   uint8_t header_bytes[kDiskHeaderBytes];
   EncodeHeader(header, header_bytes);
-  MX_ASSIGN_OR_RETURN(FileKey file_key, DeriveFileKey(key_, header.salt));
+  const bool has_tenant = !meta.tenant.empty();
+  MX_ASSIGN_OR_RETURN(FileKey file_key,
+                      DeriveFileKey(key_, header.salt,
+                                    has_tenant ? std::span<const uint8_t>(header.tenant_tag)
+                                               : std::span<const uint8_t>()));
 
-  RecordMeta record{meta.model.model_fingerprint, meta.model.state_layout_fingerprint,
-                    meta.created_us, meta.last_used_us, meta.prompt_len};
+  RecordMeta record;
+  record.model_fingerprint = meta.model.model_fingerprint;
+  record.tenant = meta.tenant;
+  record.layout_fingerprint = meta.model.state_layout_fingerprint;
+  record.created_us = meta.created_us;
+  record.last_used_us = meta.last_used_us;
+  record.prompt_len = meta.prompt_len;
   const std::string metadata = EncodeMetadata(record, tokens, payload_bytes);
   // The plaintext is metadata || payload, gathered from its buffers as the
   // chunks are sealed (no copy of the payload is made).

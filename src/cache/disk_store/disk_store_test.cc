@@ -594,17 +594,31 @@ TEST(DiskFormatTest, FileNamesAreClassified) {
 }
 
 TEST(DiskFormatTest, LayoutMatchesTheDocumentedWorkedExample) {
-  // docs/disk_cache_format.md: 82 metadata bytes + 10 264 payload bytes.
-  RecordMeta meta{"sha256-64:9c1e22aa0b7d4f60", 1, 2, 3};
+  // docs/disk_cache_format.md: 94 metadata bytes + 10 264 payload bytes.
+  RecordMeta meta;
+  meta.model_fingerprint = "sha256-64:9c1e22aa0b7d4f60";
+  meta.layout_fingerprint = 1, meta.created_us = 2, meta.last_used_us = 3;
   std::vector<int32_t> tokens = {1, 15043, 29892};
-  EXPECT_EQ(EncodeMetadata(meta, tokens, 10264).size(), 90u);
-  EXPECT_EQ(MetadataBytesFor(meta.model_fingerprint.size(), tokens.size()), 90u);
-  EXPECT_EQ(SealedFileBytes(82 + 10264, kDefaultChunkBytes), 10426u);
-  EXPECT_EQ(SealedFileBytes(98320478, kDefaultChunkBytes), 98320926u);
-  auto layout = LayoutForFileSize(98320926, kDefaultChunkBytes);
+  EXPECT_EQ(EncodeMetadata(meta, tokens, 10264).size(), 94u);
+  EXPECT_EQ(MetadataBytesFor(meta.model_fingerprint.size(), 0, tokens.size()), 94u);
+  EXPECT_EQ(SealedFileBytes(94 + 10264, kDefaultChunkBytes), 10438u);
+  EXPECT_EQ(SealedFileBytes(94388334, kDefaultChunkBytes), 94388766u);
+  auto layout = LayoutForFileSize(94388766, kDefaultChunkBytes);
   ASSERT_TRUE(layout.ok());
-  EXPECT_EQ(layout->n_chunks, 24u);
-  EXPECT_EQ(layout->last_chunk_bytes, 1851486u);
+  EXPECT_EQ(layout->n_chunks, 23u);
+  EXPECT_EQ(layout->last_chunk_bytes, 2113646u);
+  // A tenant adds its bytes and round-trips.
+  meta.tenant = "acme/u1";
+  const std::string enc = EncodeMetadata(meta, tokens, 0);
+  EXPECT_EQ(enc.size(), MetadataBytesFor(meta.model_fingerprint.size(), 7, tokens.size()));
+  RecordMeta back;
+  std::vector<int32_t> back_tokens;
+  size_t offset = 0;
+  ASSERT_TRUE(ParseRecord(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(enc.data()), enc.size()),
+                          &back, &back_tokens, &offset)
+                  .ok());
+  EXPECT_EQ(back.tenant, "acme/u1");
+  EXPECT_EQ(back_tokens, tokens);
 }
 
 }  // namespace

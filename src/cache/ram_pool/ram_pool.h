@@ -50,9 +50,17 @@ struct RamPoolOptions {
   LookupOptions lookup;
 };
 
+// Who a lookup is for (SPEC §13): the tenant that will own the entry it
+// extends, and whether it may only see that tenant's entries.
+struct LookupScope {
+  std::string tenant;
+  bool isolated = false;
+};
+
 // What /api/cache shows of an entry (never token content).
 struct EntryStats {
   uint64_t id = 0;
+  std::string tenant;  // the tenant of the request that last used it
   int64_t n_tokens = 0;
   size_t bytes = 0;
   uint64_t last_used_us = 0;  // wall clock
@@ -77,6 +85,13 @@ class RamPool {
     std::vector<int32_t> tokens;
     int64_t prompt_len = 0;
     std::unique_ptr<State> state;
+    std::string tenant = {};
+  };
+  // What ForgetTenant removed.
+  struct Forgotten {
+    size_t entries = 0;  // removed now
+    size_t bytes = 0;
+    size_t in_use = 0;   // removed when their request ends
   };
   // Called (outside the pool's lock) with every entry that leaves the pool,
   // least recently used first: the disk level saves it there.
@@ -137,13 +152,16 @@ class RamPool {
   // Finds the entry sharing the longest start with `prompt`, applies the plan
   // (continue in place, truncate in place, copy the shared start, or start
   // fresh) and pins the entry that the request will extend.
-  Result<Lease> Acquire(std::span<const int32_t> prompt) {
+  // With scope.isolated only the entries of scope.tenant are seen (copies
+  // of a shared start stay within the tenant); the entry extended belongs to
+  // scope.tenant from now on.
+  Result<Lease> Acquire(std::span<const int32_t> prompt, const LookupScope& scope = {}) {
     std::vector<Leaving> evicted;
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
       std::vector<std::vector<int64_t>> cuts;
-      std::vector<EntryInfo> infos = PlanInfosLocked(&cuts);
+      std::vector<EntryInfo> infos = PlanInfosLocked(&cuts, scope);
       LookupPlan plan = PlanLookup(infos, prompt, options_.lookup);
       ++counters_.lookups;
       Entry* target = nullptr;
@@ -205,6 +223,7 @@ class RamPool {
         counters_.tokens_reused += static_cast<uint64_t>(plan.n_reuse);
       }
       target->in_use = true;
+      target->tenant = scope.tenant;
       Touch(*target);
       lease.pool_ = this;
       lease.id_ = target->id;
@@ -220,23 +239,24 @@ class RamPool {
   // n_reuse and, when nothing, why (the disk level compares it with its own
   // best match before deciding where the state comes from).
   // REQUIRES (like Acquire): called on the thread that runs the leases.
-  LookupPlan Peek(std::span<const int32_t> prompt) {
+  LookupPlan Peek(std::span<const int32_t> prompt, const LookupScope& scope = {}) {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::vector<int64_t>> cuts;
-    std::vector<EntryInfo> infos = PlanInfosLocked(&cuts);
+    std::vector<EntryInfo> infos = PlanInfosLocked(&cuts, scope);
     return PlanLookup(infos, prompt, options_.lookup);
   }
 
   // Adds `state` (holding exactly `tokens`, e.g. loaded from disk) as a new
   // entry pinned by the returned lease, which reuses all of `tokens`; then
   // brings the pool back within its limits (the new entry stays).
-  Lease Adopt(std::vector<int32_t> tokens, std::unique_ptr<State> state) {
+  Lease Adopt(std::vector<int32_t> tokens, std::unique_ptr<State> state, std::string tenant = "") {
     std::vector<Leaving> evicted;
     Lease lease;
     {
       std::lock_guard<std::mutex> lock(mu_);
       const int64_t n = static_cast<int64_t>(tokens.size());
       Entry& target = NewEntryLocked(std::move(tokens), std::move(state));
+      target.tenant = std::move(tenant);
       target.prompt_len = n;
       target.in_use = true;
       Touch(target);
@@ -270,11 +290,33 @@ class RamPool {
           ++it;
           continue;
         }
-        out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state)});
+        out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state),
+                       std::move(it->second.tenant)});
         it = entries_.erase(it);
       }
     }
     Hand(std::move(out));
+  }
+
+  // Removes `tenant`'s entries (never through the eviction hook: they are
+  // gone, not saved). Entries in use are removed when their request ends.
+  Forgotten ForgetTenant(const std::string& tenant) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Forgotten f;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.tenant != tenant) {
+        ++it;
+      } else if (it->second.in_use) {
+        it->second.forgotten = true;
+        ++f.in_use;
+        ++it;
+      } else {
+        ++f.entries;
+        f.bytes += it->second.bytes;
+        it = entries_.erase(it);
+      }
+    }
+    return f;
   }
 
   // Re-counts the bytes of the entries in use (their states grow while a
@@ -300,7 +342,7 @@ class RamPool {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<EntryStats> out;
     for (const auto& [id, e] : entries_) {
-      out.push_back({id, static_cast<int64_t>(e.tokens.size()), e.bytes, e.last_used_us, e.in_use});
+      out.push_back({id, e.tenant, static_cast<int64_t>(e.tokens.size()), e.bytes, e.last_used_us, e.in_use});
     }
     return out;
   }
@@ -326,6 +368,8 @@ class RamPool {
     uint64_t tick = 0;  // recency order
     uint64_t last_used_us = 0;
     bool in_use = false;
+    std::string tenant;      // of the request that last used it
+    bool forgotten = false;  // its tenant was forgotten while in use: dropped at commit
   };
 
   // What planning needs of every entry; eviction needs no cut points.
@@ -341,13 +385,20 @@ class RamPool {
   // InfosLocked with each entry's cut points read from its state now
   // (stored in *cuts, which the infos point into). REQUIRES: mu_ held, on
   // the thread that runs the leases (entries in use are read).
-  std::vector<EntryInfo> PlanInfosLocked(std::vector<std::vector<int64_t>>* cuts) const {
-    std::vector<EntryInfo> infos = InfosLocked();
-    cuts->resize(infos.size());
+  // With scope.isolated only scope.tenant's entries.
+  std::vector<EntryInfo> PlanInfosLocked(std::vector<std::vector<int64_t>>* cuts,
+                                         const LookupScope& scope) const {
+    std::vector<EntryInfo> infos;
+    cuts->clear();
+    cuts->reserve(entries_.size());
+    for (const auto& [id, e] : entries_) {
+      if (scope.isolated && e.tenant != scope.tenant) continue;
+      cuts->push_back(Traits::CutPoints(*e.state));
+    }
     size_t i = 0;
     for (const auto& [id, e] : entries_) {
-      (*cuts)[i] = Traits::CutPoints(*e.state);
-      infos[i].cut_points = (*cuts)[i];
+      if (scope.isolated && e.tenant != scope.tenant) continue;
+      infos.push_back({id, e.tokens, e.prompt_len, e.bytes, e.tick, e.in_use, (*cuts)[i]});
       ++i;
     }
     return infos;
@@ -382,7 +433,8 @@ class RamPool {
     std::vector<Leaving> out;
     for (uint64_t id : PlanEviction(infos, options_.limits, keep)) {
       auto it = entries_.find(id);
-      out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state)});
+      out.push_back({std::move(it->second.tokens), it->second.prompt_len, std::move(it->second.state),
+                     std::move(it->second.tenant)});
       entries_.erase(it);
       ++counters_.evictions;
     }
@@ -400,6 +452,10 @@ class RamPool {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = entries_.find(id);
       if (it == entries_.end()) return;
+      if (it->second.forgotten) {
+        entries_.erase(it);
+        return;
+      }
       Entry& e = it->second;
       e.tokens = std::move(tokens);
       e.prompt_len = std::min<int64_t>(prompt_len, static_cast<int64_t>(e.tokens.size()));

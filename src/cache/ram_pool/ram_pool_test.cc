@@ -50,9 +50,10 @@ class RamPoolTest : public ::testing::Test {
   // Simulates a request: acquire, "read" the rest of the prompt, commit.
   // `held` (default: the prompt) is what the state holds afterwards: the
   // prompt followed by its reply.
-  LookupPlan Serve(Pool& pool, const std::vector<int32_t>& prompt, std::vector<int32_t> held = {}) {
+  LookupPlan Serve(Pool& pool, const std::vector<int32_t>& prompt, std::vector<int32_t> held = {},
+                   const LookupScope& scope = {}) {
     if (held.empty()) held = prompt;
-    auto lease = pool.Acquire(prompt);
+    auto lease = pool.Acquire(prompt, scope);
     EXPECT_TRUE(lease.ok());
     LookupPlan plan = lease->plan();
     FakeState& s = lease->state();
@@ -391,6 +392,61 @@ TEST_F(RamPoolApplyTest, TruncateInPlaceWithoutARealCutStartsFresh) {
   EXPECT_EQ(state_->content, chat_);
   l.Commit(chat_prompt_, 40);
   EXPECT_EQ(pool_.Stats().size(), 2u);
+}
+
+// Isolated lookups see only their tenant's entries: B's first request of
+// A's chat reuses nothing and says RAM holds none; A continues its own; a
+// shared lookup (the default) still continues anyone's. The entry belongs
+// to whoever used it last.
+TEST_F(RamPoolTest, IsolatedTenantsSeeOnlyTheirOwnEntries) {
+  auto pool = MakePool(4, 1 << 20);
+  const LookupScope a{"a", true}, b{"b", true};
+  Serve(*pool, Seq(0, 20), {}, a);
+  LookupPlan other = Serve(*pool, Seq(0, 30), {}, b);
+  EXPECT_EQ(other.kind, ReuseKind::kNone);
+  EXPECT_EQ(other.n_reuse, 0);
+  EXPECT_EQ(other.why_none, "RAM holds no conversations");
+  EXPECT_EQ(pool->Peek(Seq(0, 40), a).n_reuse, 20);
+  EXPECT_EQ(pool->Peek(Seq(0, 40), b).n_reuse, 30);
+  EXPECT_EQ(pool->Peek(Seq(0, 40), {"c", true}).n_reuse, 0);
+  // Shared: the longest of anyone's.
+  EXPECT_EQ(pool->Peek(Seq(0, 40)).n_reuse, 30);
+  std::vector<std::string> owners;
+  for (const EntryStats& e : pool->Stats()) owners.push_back(e.tenant);
+  std::sort(owners.begin(), owners.end());
+  EXPECT_EQ(owners, (std::vector<std::string>{"a", "b"}));
+}
+
+// A shared start is copied only from the tenant's own chats.
+TEST_F(RamPoolTest, IsolatedCopiesStayWithinTheTenant) {
+  auto pool = MakePool(4, 1 << 20);
+  std::vector<int32_t> chat = Seq(0, 20), other = Seq(0, 10);
+  for (int32_t t = 100; t < 110; ++t) other.push_back(t);
+  Serve(*pool, chat, {}, {"a", true});
+  LookupPlan b = Serve(*pool, other, {}, {"b", true});
+  EXPECT_EQ(b.kind, ReuseKind::kNone);
+  LookupPlan a = Serve(*pool, other, {}, {"a", true});
+  EXPECT_EQ(a.n_reuse, 10);
+}
+
+TEST_F(RamPoolTest, ForgettingATenantRemovesItsEntriesNotOthers) {
+  auto pool = MakePool(8, 1 << 20);
+  Serve(*pool, Seq(0, 20), {}, {"a", false});
+  Serve(*pool, Seq(100, 130), {}, {"a", false});
+  Serve(*pool, Seq(200, 210), {}, {"b", false});
+  auto busy = pool->Acquire(Seq(300, 305), {"a", false});
+  ASSERT_TRUE(busy.ok());
+  Pool::Forgotten f = pool->ForgetTenant("a");
+  EXPECT_EQ(f.entries, 2u);
+  EXPECT_EQ(f.bytes, 5000u);
+  EXPECT_EQ(f.in_use, 1u);
+  EXPECT_TRUE(evicted_.empty());  // forgotten, not saved
+  busy->state().content = Seq(300, 305);
+  busy->Commit(Seq(300, 305), 5);  // its request ended: it goes too
+  ASSERT_EQ(pool->Stats().size(), 1u);
+  EXPECT_EQ(pool->Stats()[0].tenant, "b");
+  EXPECT_EQ(pool->Peek(Seq(0, 25)).n_reuse, 0);
+  EXPECT_EQ(pool->ForgetTenant("nobody").entries, 0u);
 }
 
 }  // namespace
