@@ -38,7 +38,9 @@ Answer Send(int port, const std::string& method, const std::string& path, const 
   httplib::Headers headers;
   if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
   httplib::Result res = method == "GET" ? cli.Get(path.c_str(), headers)
-                                        : cli.Post(path.c_str(), headers, body, "application/json");
+                        : method == "DELETE"
+                            ? cli.Delete(path.c_str(), headers)
+                            : cli.Post(path.c_str(), headers, body, "application/json");
   Answer a;
   if (!res) return a;
   a.status = res->status;
@@ -99,8 +101,9 @@ class TenantServerTest : public ::testing::Test {
     extra["MATRICXON_MODELS_DIR"] = dir_ + "/models";
     extra["MATRICXON_API_KEYS_FILE"] = keys_path_;
     extra["MATRICXON_ADMIN_TOKEN"] = kAdminToken;
-    return server_.Start({"--threads", "1", "--ctx-size", "512"}, extra, dir_ + "/server.log",
-                         error);
+    // A fresh log per start: a restart must not find the last one's port.
+    const std::string log = dir_ + "/server" + std::to_string(++starts_) + ".log";
+    return server_.Start({"--threads", "1", "--ctx-size", "512"}, extra, log, error);
   }
   void StartOrFail(const std::string& keys, std::map<std::string, std::string> extra = {}) {
     std::string error;
@@ -124,6 +127,7 @@ class TenantServerTest : public ::testing::Test {
   }
 
   std::string dir_, keys_path_;
+  int starts_ = 0;
   ServerProcess server_;
 };
 
@@ -284,6 +288,106 @@ TEST_F(TenantServerTest, TenantSharingKeepsTheCacheStatsForTheAdmin) {
     EXPECT_EQ(Send(port(), "GET", path, "", kAdminToken).status, 200) << path;
   }
   EXPECT_EQ(Send(port(), "GET", "/health", "", "").status, 200);
+}
+
+// --- Isolation of the prompt cache (the engine honours the request's tenant).
+
+const std::string kSystem =
+    "You are the assistant of a small team. Keep answers short, cite the notes, and say when you "
+    "do not know. The notes: the prompt cache keeps every chat's state so that the next turn "
+    "reads only its new tokens.";
+
+// A chat's reply: prompt tokens and how many of them came from the cache.
+struct Reuse {
+  int64_t prompt_tokens = -1, cached = -1;
+};
+
+class TenantCacheTest : public TenantServerTest {
+ protected:
+  Reuse Ask(const std::string& key, const std::string& question, const std::string& user = "") {
+    Json b = {
+        {"model", "tiny"},
+        {"messages",
+         {{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", question}}}},
+        {"max_tokens", 4},
+        {"temperature", 0}};
+    if (!user.empty()) b["user"] = user;
+    Answer a = Send(port(), "POST", "/v1/chat/completions", b.dump(), key);
+    EXPECT_EQ(a.status, 200) << a.raw;
+    if (a.status != 200) return {};
+    Reuse r{a.body["usage"]["prompt_tokens"].get<int64_t>(),
+            a.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
+    EXPECT_EQ(a.body["timings"]["cache_n"].get<int64_t>(), r.cached) << a.raw;
+    return r;
+  }
+};
+
+const std::string kQuestion = "What does the cache keep?";
+
+TEST_F(TenantCacheTest, TenantSharingKeepsEachTenantsCachedStartsToItself) {
+  StartOrFail(kKeys, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
+  Reuse a1 = Ask(kAcmeKey, kQuestion);
+  EXPECT_EQ(a1.cached, 0);
+  Reuse b1 = Ask(kBetaKey, kQuestion);  // the very prompt acme has cached
+  EXPECT_EQ(b1.cached, 0);
+  Reuse a2 = Ask(kAcmeKey, kQuestion);
+  EXPECT_GT(a2.cached, a1.prompt_tokens / 2) << "acme's repeat reuses its own chat";
+  Reuse b2 = Ask(kBetaKey, kQuestion);
+  EXPECT_GT(b2.cached, b1.prompt_tokens / 2) << "and beta its own";
+}
+
+TEST_F(TenantCacheTest, SharingAllSharesCachedStartsAcrossTenants) {
+  StartOrFail(kKeys);
+  Reuse a1 = Ask(kAcmeKey, kQuestion);
+  EXPECT_EQ(a1.cached, 0);
+  Reuse b1 = Ask(kBetaKey, kQuestion);
+  EXPECT_GT(b1.cached, a1.prompt_tokens / 2) << "sharing all: beta reuses acme's start";
+}
+
+TEST_F(TenantCacheTest, ATrustedKeysUsersAreIsolatedAnUntrustedKeysAreNot) {
+  StartOrFail(kKeys, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
+  EXPECT_EQ(Ask(kPairingKey, kQuestion, "u1").cached, 0);
+  EXPECT_EQ(Ask(kPairingKey, kQuestion, "u2").cached, 0);
+  EXPECT_EQ(Ask(kPairingKey, kQuestion).cached, 0);  // tenant "pairing" itself is a third
+  EXPECT_GT(Ask(kPairingKey, kQuestion, "u1").cached, 0);
+  // An untrusted key's users are all its tenant: they share.
+  EXPECT_EQ(Ask(kAcmeKey, kQuestion, "u1").cached, 0);
+  EXPECT_GT(Ask(kAcmeKey, kQuestion, "u2").cached, 0);
+}
+
+TEST_F(TenantCacheTest, SavedCachesStayWithTheirTenantAcrossARestart) {
+  StartOrFail(kKeys, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
+  const Reuse a1 = Ask(kAcmeKey, kQuestion);
+  ASSERT_EQ(server_.StopWith(SIGTERM) & 0xffff, 0);  // writes RAM to the saved caches
+  StartOrFail(kKeys, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
+  EXPECT_EQ(Ask(kBetaKey, kQuestion).cached, 0) << server_.Log();
+  Reuse a2 = Ask(kAcmeKey, kQuestion);
+  EXPECT_GT(a2.cached, a1.prompt_tokens / 2) << server_.Log();
+  EXPECT_NE(server_.Log().find("from disk"), std::string::npos) << server_.Log();
+}
+
+TEST_F(TenantCacheTest, ForgettingATenantIsForTheAdmin) {
+  const std::string percent_key = "percent-key-0123456789abcdef";
+  StartOrFail(kKeys + percent_key + " team%41\n", {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
+  EXPECT_EQ(Ask(kPairingKey, kQuestion, "u1").cached, 0);
+  EXPECT_EQ(Ask(kPairingKey, kQuestion, "u2").cached, 0);
+  EXPECT_EQ(Ask(percent_key, kQuestion).cached, 0);
+  for (const std::string& key : {std::string(), kPairingKey}) {
+    EXPECT_EQ(Send(port(), "DELETE", "/api/cache/tenants/pairing%2Fu1", "", key).status, 401);
+  }
+  Answer forgot = Send(port(), "DELETE", "/api/cache/tenants/pairing%2Fu1", "", kAdminToken);
+  ASSERT_EQ(forgot.status, 200) << forgot.raw;
+  EXPECT_EQ(forgot.body["tenant"], "pairing/u1") << forgot.raw;
+  EXPECT_EQ(
+      forgot.body["ram"]["entries"].get<int64_t>() + forgot.body["ram"]["in_use"].get<int64_t>(), 1)
+      << forgot.raw;
+  EXPECT_EQ(Ask(kPairingKey, kQuestion, "u1").cached, 0) << "u1's chat is gone";
+  EXPECT_GT(Ask(kPairingKey, kQuestion, "u2").cached, 0) << "u2's is not";
+  // A tenant's own '%' is one percent-encoded character of the path, decoded once.
+  Answer percent = Send(port(), "DELETE", "/api/cache/tenants/team%2541", "", kAdminToken);
+  ASSERT_EQ(percent.status, 200) << percent.raw;
+  EXPECT_EQ(percent.body["tenant"], "team%41") << percent.raw;
+  EXPECT_EQ(Ask(percent_key, kQuestion).cached, 0);
 }
 
 }  // namespace
