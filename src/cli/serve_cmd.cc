@@ -1,7 +1,8 @@
 // matricxon serve: the HTTP server. Settings come from the environment
 // (SPEC §9) or the matching flags, all read by server::LoadServerOptions.
 // SIGINT/SIGTERM: stop accepting, finish the replies in flight, unload the
-// models (shutdown hooks), exit 0.
+// models (shutdown hooks), exit 0. SIGHUP: re-read the API keys file (the
+// keys in force stay when the new file is refused).
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -63,6 +64,7 @@ int ServeCommand(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Room for the connections the HTTP front allows (its own limits apply).
@@ -77,9 +79,10 @@ int ServeCommand(int argc, char** argv) {
     std::fprintf(stderr, "matricxon serve: %s\n", st.ToString().c_str());
     return 1;
   }
+  // The reload runs on this thread, not in a signal handler.
   std::thread signals([&server, set] {
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) (void)server.ReloadApiKeys();
     MX_LOG(kInfo) << "received " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down";
     server.Stop();
   });

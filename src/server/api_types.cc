@@ -72,6 +72,7 @@ Result<std::vector<int32_t>> GetTokenArray(const Json& v, const std::string& fie
 
 Status ParseGeneration(const Json& j, GenerationFields* g) {
   MX_ASSIGN_OR_RETURN(g->model, GetString(j, "model", false));
+  MX_ASSIGN_OR_RETURN(g->user, GetString(j, "user", false));
   std::optional<double> d;
   std::optional<int64_t> i;
   g->sampling.temperature = 1.0f;  // OpenAI's default

@@ -30,6 +30,9 @@ struct GenerationFields {
   bool include_usage = false;  // stream_options.include_usage
   bool cache_prompt = true;    // llama.cpp server's switch: false = read everything, pool untouched
   bool ignore_eos = false;     // llama.cpp server's switch: never end at an end-of-generation token
+  // OpenAI's end-user id. Only a trusted API key's `user` changes the
+  // request's tenant (api_keys.h RequestTenant); otherwise it is ignored.
+  std::string user;
 };
 
 struct ChatRequest {

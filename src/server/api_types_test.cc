@@ -47,6 +47,22 @@ TEST(ApiTypesTest, MaxCompletionTokensIsAccepted) {
   EXPECT_EQ(*r->gen.max_tokens, 3);
 }
 
+TEST(ApiTypesTest, UserFieldIsAString) {
+  auto r = Chat(R"({"messages":[{"role":"user","content":"x"}],"user":"u-42"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->gen.user, "u-42");
+  auto none = Chat(R"({"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->gen.user, "");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"user":7})").status(),
+            "'user' must be a string");
+  auto j = ParseJsonBody(R"({"prompt":"p","user":"u1"})");
+  ASSERT_TRUE(j.ok());
+  auto c = ParseCompletionRequest(*j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->gen.user, "u1");
+}
+
 // Picture parts parse (the picture is loaded once the model is known); a
 // part without a URL names the field.
 TEST(ApiTypesTest, ImagePartsNeedAUrl) {

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "core/logging.h"
-#include "server/http_parser.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -97,13 +96,10 @@ std::string RenderCacheMetrics(ServerContext* ctx) {
 // Forgets a tenant (SPEC §13): its chats in every loaded model's RAM pool
 // (ones in use go when their request ends) and its saved chats, queued or
 // written. The tenant is one path segment, percent-encoded ("acme%2Fu1"
-// for a trusted key's user "u1").
+// for a trusted key's user "u1"); the route table has decoded it already
+// (decoding again would turn a tenant's own "%41" into "A").
 void ForgetTenant(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
-  std::string tenant;
-  if (!PercentDecode(req.matches[1], &tenant) || tenant.empty()) {
-    return SendError(
-        res, 400, "the tenant '" + std::string(req.matches[1]) + "' is not a valid path segment");
-  }
+  const std::string& tenant = req.matches[1];
   size_t entries = 0, bytes = 0, in_use = 0;
   for (const auto& m : ctx->models->Loaded()) {
     const engine::SequencePool::Forgotten f = m->scheduler->ForgetTenant(tenant);
@@ -137,7 +133,8 @@ void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes) {
          Json models = Json::array();
          for (const auto& m : ctx->models->Loaded()) models.push_back(PoolJson(*m));
          SendJson(res, {{"models", models}});
-       }});
+       },
+       /*cache_stats=*/true});
 }
 
 }  // namespace mx::server

@@ -271,8 +271,18 @@ std::shared_ptr<Reply> NewReply(ServerContext* ctx, Kind kind, std::shared_ptr<S
   return r;
 }
 
-engine::GenRequest BaseRequest(const GenerationFields& g) {
+// The request's tenant (api_keys.h RequestTenant), noted in its log line.
+// A trusted key's bad `user` is the client's error (400 naming 'user').
+Result<std::string> TenantOf(const HttpRequest& req, const GenerationFields& g, HttpResponse& res) {
+  Result<std::string> tenant = RequestTenant(req.caller, g.user);
+  if (tenant.ok() && !tenant->empty()) res.log_note = "tenant " + *tenant;
+  return tenant;
+}
+
+engine::GenRequest BaseRequest(ServerContext* ctx, const GenerationFields& g, std::string tenant) {
   engine::GenRequest gr;
+  gr.tenant = std::move(tenant);
+  gr.tenant_isolated = ctx->options.prompt_cache_sharing_tenant;
   gr.sampling = g.sampling;
   gr.max_tokens = g.max_tokens.value_or(INT64_MAX);
   gr.stop = g.stop;
@@ -285,6 +295,8 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   auto call = ParseChatCall(ctx, req);
   if (!call.ok()) return SendError(res, call.status());
   const ChatRequest& cr = call->request;
+  auto tenant = TenantOf(req, cr.gen, res);
+  if (!tenant.ok()) return SendJson(res, ErrorJson(tenant.status(), "user"), 400);
   const engine::LoadedModel& lm = *call->model->model;
   const ImageInputOptions image_options = ImageOptions(ctx->options);
   std::vector<engine::PromptImage> images;
@@ -305,7 +317,7 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   }
   r->logprobs = cr.logprobs;
   r->include_usage = cr.gen.include_usage;
-  engine::GenRequest gr = BaseRequest(cr.gen);
+  engine::GenRequest gr = BaseRequest(ctx, cr.gen, std::move(*tenant));
   gr.prompt = std::move(encoded->tokens);
   gr.images = std::move(encoded->images);
   gr.has_images = !gr.images.empty() && image_options.mode == engine::ImageCacheMode::kFresh;
@@ -320,13 +332,15 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
   if (!body.ok()) return SendError(res, body.status());
   auto cr = ParseCompletionRequest(*body);
   if (!cr.ok()) return SendError(res, cr.status());
+  auto tenant = TenantOf(req, cr->gen, res);
+  if (!tenant.ok()) return SendJson(res, ErrorJson(tenant.status(), "user"), 400);
   auto model = ResolveModel(ctx, cr->gen.model);
   if (!model.ok()) return SendError(res, model.status());
   const auto& tok = *(*model)->model->tokenizer;
   auto r = NewReply(ctx, Kind::kText, *model);
   r->logprobs = cr->logprobs >= 0;
   r->include_usage = cr->gen.include_usage;
-  engine::GenRequest gr = BaseRequest(cr->gen);
+  engine::GenRequest gr = BaseRequest(ctx, cr->gen, std::move(*tenant));
   if (cr->prompt_is_tokens) {
     for (int32_t t : cr->prompt_tokens) {
       if (t >= tok.n_vocab()) {

@@ -106,7 +106,8 @@ void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes) {
                      [ctx](const HttpRequest&, HttpResponse& res) {
                        std::lock_guard<std::mutex> lock(ctx->policy_mu);
                        SendJson(res, PersistenceJson(ctx));
-                     }});
+                     },
+                     /*cache_stats=*/true});
   routes->push_back({"PUT", path, "change any of enabled, budget_mb, ttl_hours (saved, applied at once)", true,
                      [ctx](const HttpRequest& req, HttpResponse& res) { HandlePut(ctx, req, res); }});
   routes->push_back({"DELETE", path, "delete every saved cache file", true,

@@ -73,14 +73,16 @@ void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"GET", "/metrics", "Prometheus counters and the time-to-first-token histogram", false,
                      [ctx](const HttpRequest&, HttpResponse& res) {
                        res.set_content(ctx->metrics->Render() + RenderCacheMetrics(ctx), "text/plain; version=0.0.4");
-                     }});
+                     },
+                     /*cache_stats=*/true});
   // The route table itself (help text), built lazily from the routes vector.
-  routes->push_back({"GET", "/api/routes", "this table: method, path, help, mutates", false,
-                     [routes](const HttpRequest&, HttpResponse& res) {
+  routes->push_back({"GET", "/api/routes", "this table: method, path, help, mutates, access", false,
+                     [ctx, routes](const HttpRequest&, HttpResponse& res) {
                        Json list = Json::array();
                        for (const Route& r : *routes) {
                          list.push_back({{"method", r.method}, {"path", r.pattern}, {"help", r.help},
-                                         {"mutates", r.mutates}});
+                                         {"mutates", r.mutates},
+                                         {"access", RouteAccessName(AccessOf(r, ctx->options))}});
                        }
                        SendJson(res, {{"routes", list}});
                      }});

@@ -119,7 +119,7 @@ void HttpTransport::Impl::RunRequest(std::shared_ptr<Conn> c, HttpRequest req, b
   const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
   MX_LOG(kInfo) << req.remote_addr << " " << req.method << " " << req.path << " -> " << res.status << " ("
                 << static_cast<int64_t>(ms) << " ms" << (req.exchange->disconnected() ? ", client gone" : "")
-                << ")";
+                << (res.log_note.empty() ? "" : ", ") << res.log_note << ")";
 }
 
 bool HttpTransport::Impl::WaitForRoom(const std::shared_ptr<Conn>& c) {

@@ -43,6 +43,13 @@ class Exchange {
   std::vector<std::function<void()>> callbacks_;
 };
 
+// Who made a request, as its API key says (HttpServer::Handle sets it; see
+// api_keys.h). Without API keys the tenant is "" and nothing is trusted.
+struct Caller {
+  std::string tenant;
+  bool trusted = false;  // may name its end users in the OpenAI `user` field
+};
+
 struct HttpRequest {
   std::string method;   // GET, POST, HEAD, ... (HEAD runs the GET handler; its body is not sent)
   std::string path;     // percent-encoded, as sent, without the query
@@ -51,6 +58,7 @@ struct HttpRequest {
   std::string body;
   std::vector<std::string> matches;  // [0] the path, [1..] the decoded {param} segments of the route
   std::string remote_addr;           // "127.0.0.1:54321"
+  Caller caller;                     // set by the server before the route's handler runs
   std::shared_ptr<Exchange> exchange;
 
   // The first value of header `name` (any case), "" when absent.
@@ -75,6 +83,8 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Length/Type and framing
   std::string content_type;
   std::string body;
+  // Appended to the request's log line when not empty (e.g. "tenant acme").
+  std::string log_note;
   // Set for a streamed body: called once on the worker after the handler.
   std::function<void(BodyWriter&)> stream;
 

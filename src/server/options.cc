@@ -20,6 +20,12 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
       {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
       {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
+      {"MATRICXON_API_KEYS_FILE", "api-keys-file", "unset",
+       "file of API keys, one 'KEY TENANT [trusted]' a line, mode 0600; when set, the OpenAI routes, "
+       "/tokenize, /detokenize and /apply-template need 'Authorization: Bearer KEY' (re-read on SIGHUP)"},
+      {"MATRICXON_PROMPT_CACHE_SHARING", "prompt-cache-sharing", "all",
+       "all (any chat may reuse any cached start) or tenant (a prompt only reuses its own tenant's "
+       "cached chats; needs MATRICXON_API_KEYS_FILE and MATRICXON_ADMIN_TOKEN)"},
       {"MATRICXON_ALLOW_OPEN_ADMIN", "allow-open-admin", "false",
        "start on a non-loopback address without an admin token (admin routes open to the network; true/false)"},
       {"MATRICXON_ALLOWED_ORIGINS", "allowed-origins", "unset",
@@ -156,6 +162,14 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.keep_alive_s, ParseRange(name, v, 0, 31536000));
     } else if (s.flag == "admin-token") {
       o.admin_token = v;
+    } else if (s.flag == "api-keys-file") {
+      if (v.empty()) return Status::InvalidArgument(name + " is empty: expected a file");
+      o.api_keys_file = v;
+    } else if (s.flag == "prompt-cache-sharing") {
+      if (v != "all" && v != "tenant") {
+        return Status::InvalidArgument(name + "='" + v + "': expected all or tenant");
+      }
+      o.prompt_cache_sharing_tenant = v == "tenant";
     } else if (s.flag == "allow-open-admin") {
       MX_ASSIGN_OR_RETURN(o.allow_open_admin, ParseBoolSetting(name, v));
     } else if (s.flag == "allowed-origins") {
@@ -230,6 +244,20 @@ Result<ServerOptions> LoadServerOptions(
     } else if (s.flag == "cluster-node") {
       MX_ASSIGN_OR_RETURN(o.cluster_node, ParseBoolSetting(name, v));
     }
+  }
+  // Isolation without keys would isolate nothing (every request the same
+  // tenant), and without an admin token any tenant could use the admin routes
+  // that show and delete every tenant's caches.
+  if (o.prompt_cache_sharing_tenant && o.api_keys_file.empty()) {
+    return Status::InvalidArgument(
+        "MATRICXON_PROMPT_CACHE_SHARING=tenant needs MATRICXON_API_KEYS_FILE (--api-keys-file): "
+        "without API keys every request is the same tenant, so nothing would be isolated");
+  }
+  if (o.prompt_cache_sharing_tenant && o.admin_token.empty()) {
+    return Status::InvalidArgument(
+        "MATRICXON_PROMPT_CACHE_SHARING=tenant needs MATRICXON_ADMIN_TOKEN (--admin-token): "
+        "without it any tenant may call the admin routes, which show and delete every tenant's "
+        "caches");
   }
   return o;
 }

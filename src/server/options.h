@@ -26,6 +26,9 @@ struct ServerOptions {
   int max_loaded_models = 2;
   int64_t keep_alive_s = 1800;
   std::string admin_token;    // empty: admin routes are open
+  // Tenants (SPEC §13, docs/security.md).
+  std::string api_keys_file;  // empty: no API keys, every request is tenant ""
+  bool prompt_cache_sharing_tenant = false;  // MATRICXON_PROMPT_CACHE_SHARING=tenant (default all)
   // The HTTP front (SPEC §14, http_api.md "Limits").
   size_t max_body_bytes = 8u << 20;          // for every framing, chunked too
   int max_connections = 1024;                // open at once, all clients
@@ -75,7 +78,8 @@ const std::vector<SettingSpec>& ServerSettings();
 
 // Builds the options from `flags` (flag name -> value, only flags given) and
 // `getenv` (nullopt when unset). InvalidArgument naming the variable (or
-// flag) and the allowed range when a value is bad.
+// flag) and the allowed range when a value is bad, or naming the settings
+// that do not go together (tenant sharing needs API keys and an admin token).
 Result<ServerOptions> LoadServerOptions(
     const std::map<std::string, std::string>& flags,
     const std::function<std::optional<std::string>(const std::string&)>& getenv);

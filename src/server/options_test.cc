@@ -167,5 +167,41 @@ TEST(OptionsTest, HttpFrontSettings) {
   }
 }
 
+TEST(OptionsTest, TenantSettings) {
+  auto d = Load({}, {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->api_keys_file.empty());
+  EXPECT_FALSE(d->prompt_cache_sharing_tenant);
+  auto o = Load({{"prompt-cache-sharing", "tenant"}},
+                {{"MATRICXON_API_KEYS_FILE", "/etc/mx/keys"}, {"MATRICXON_ADMIN_TOKEN", "adm1n"},
+                 {"MATRICXON_PROMPT_CACHE_SHARING", "all"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->api_keys_file, "/etc/mx/keys");
+  EXPECT_TRUE(o->prompt_cache_sharing_tenant);  // the flag wins
+  auto all = Load({{"api-keys-file", "k"}}, {{"MATRICXON_PROMPT_CACHE_SHARING", "all"}});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_FALSE(all->prompt_cache_sharing_tenant);
+
+  auto bad = Load({}, {{"MATRICXON_PROMPT_CACHE_SHARING", "users"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MATRICXON_PROMPT_CACHE_SHARING='users': expected all or tenant"),
+            std::string::npos)
+      << bad.status().message();
+  auto empty = Load({{"api-keys-file", ""}}, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("--api-keys-file is empty"), std::string::npos);
+}
+
+TEST(OptionsTest, TenantSharingNeedsKeysAndAnAdminToken) {
+  auto no_keys = Load({}, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}, {"MATRICXON_ADMIN_TOKEN", "a"}});
+  ASSERT_FALSE(no_keys.ok());
+  EXPECT_NE(no_keys.status().message().find("needs MATRICXON_API_KEYS_FILE"), std::string::npos)
+      << no_keys.status().message();
+  auto no_admin = Load({}, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}, {"MATRICXON_API_KEYS_FILE", "k"}});
+  ASSERT_FALSE(no_admin.ok());
+  EXPECT_NE(no_admin.status().message().find("needs MATRICXON_ADMIN_TOKEN"), std::string::npos)
+      << no_admin.status().message();
+}
+
 }  // namespace
 }  // namespace mx::server

@@ -111,6 +111,13 @@ HttpServer::~HttpServer() {
 
 Status HttpServer::Bind() {
   const ServerOptions& o = ctx_.options;
+  if (!o.api_keys_file.empty()) {
+    MX_ASSIGN_OR_RETURN(api_keys_,
+                        ApiKeys::Open(ctx_.env, {.path = o.api_keys_file, .admin_token = o.admin_token}));
+    MX_LOG(kInfo) << "API keys: " << api_keys_->size() << " from " << o.api_keys_file << " ("
+                  << api_keys_->trusted_count() << " trusted); prompt cache sharing: "
+                  << (o.prompt_cache_sharing_tenant ? "tenant" : "all");
+  }
   if (!IsLoopbackHost(o.host) && o.admin_token.empty()) {
     if (!o.allow_open_admin) {
       return Status::InvalidArgument(
@@ -123,6 +130,21 @@ Status HttpServer::Bind() {
   }
   MX_RETURN_IF_ERROR(http_->Bind());
   port_ = http_->port();
+  return Status::Ok();
+}
+
+Status HttpServer::ReloadApiKeys() {
+  if (api_keys_ == nullptr) {
+    MX_LOG(kInfo) << "SIGHUP: no MATRICXON_API_KEYS_FILE to re-read";
+    return Status::Ok();
+  }
+  const size_t before = api_keys_->size();
+  if (Status st = api_keys_->Reload(); !st.ok()) {
+    MX_LOG(kError) << "API keys not re-read; the " << before << " keys in force stay: " << st.ToString();
+    return st;
+  }
+  MX_LOG(kInfo) << "API keys re-read: " << api_keys_->size() << " from " << api_keys_->path() << " ("
+                << api_keys_->trusted_count() << " trusted; " << before << " before)";
   return Status::Ok();
 }
 
@@ -191,6 +213,13 @@ bool MatchPath(std::string_view pattern, std::string_view path, std::vector<std:
   return true;
 }
 
+// The routes an API key opens (SPEC §13): every OpenAI route, and the
+// utility routes that read a model's tokenizer and template.
+bool NeedsApiKey(std::string_view pattern) {
+  return pattern.starts_with("/v1/") || pattern == "/tokenize" || pattern == "/detokenize" ||
+         pattern == "/apply-template";
+}
+
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -198,6 +227,22 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+RouteAccess AccessOf(const Route& route, const ServerOptions& options) {
+  if (route.mutates) return RouteAccess::kAdmin;
+  if (!options.api_keys_file.empty() && NeedsApiKey(route.pattern)) return RouteAccess::kApiKey;
+  if (options.prompt_cache_sharing_tenant && route.cache_stats) return RouteAccess::kAdmin;
+  return RouteAccess::kOpen;
+}
+
+const char* RouteAccessName(RouteAccess access) {
+  switch (access) {
+    case RouteAccess::kOpen: return "open";
+    case RouteAccess::kApiKey: return "api_key";
+    case RouteAccess::kAdmin: return "admin";
+  }
+  return "open";
+}
 
 std::string HttpServer::Refusal(const HttpRequest& req) const {
   const ServerOptions& o = ctx_.options;
@@ -277,12 +322,29 @@ void HttpServer::Handle(HttpRequest& req, HttpResponse& res) {
               "method_not_allowed");
     return;
   }
-  if (route->mutates && !ctx_.options.admin_token.empty()) {
-    const std::string expected = "Bearer " + ctx_.options.admin_token;
-    if (!ConstantTimeEquals(expected, req.header("authorization"))) {
-      SendError(res, 401, "this route needs 'Authorization: Bearer <MATRICXON_ADMIN_TOKEN>'", "unauthorized");
+  // An API key is never the admin token (ParseApiKeys refuses that key), so
+  // neither opens the other's routes.
+  const RouteAccess access = AccessOf(*route, ctx_.options);
+  const std::string authorization = req.header("authorization");
+  const std::string_view presented = BearerToken(authorization);
+  if (access == RouteAccess::kAdmin && !ctx_.options.admin_token.empty() &&
+      (presented.empty() || !ConstantTimeEquals(ctx_.options.admin_token, presented))) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendError(res, 401, "this route needs 'Authorization: Bearer <MATRICXON_ADMIN_TOKEN>'", "unauthorized");
+    return;
+  }
+  if (access == RouteAccess::kApiKey) {
+    std::optional<Caller> caller = api_keys_ != nullptr ? api_keys_->Lookup(presented) : std::nullopt;
+    if (!caller) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendError(res, 401,
+                presented.empty() ? "this route needs an API key: send 'Authorization: Bearer <key>'"
+                                  : "the API key sent is not valid",
+                "invalid_api_key");
       return;
     }
+    req.caller = std::move(*caller);
+    res.log_note = "tenant " + req.caller.tenant;
   }
   req.matches.clear();
   req.matches.push_back(req.path);

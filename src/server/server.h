@@ -8,7 +8,9 @@
 // (MATRICXON_ALLOWED_ORIGINS) gets 403, and so does one whose Host is not a
 // loopback name or address (or an allowed extra name) when the server
 // listens on loopback. CORS preflights (OPTIONS) are answered for allowed
-// origins only.
+// origins only. Then each route's access (AccessOf): an admin route needs the
+// admin token, an API route an API key (401 otherwise); the caller an API
+// key names (its tenant) goes to the handler in HttpRequest::caller.
 //
 //   HttpServer server(options, env);
 //   MX_RETURN_IF_ERROR(server.Bind());      // port 0: any free port
@@ -28,6 +30,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/saved_cache.h"
+#include "server/api_keys.h"
 #include "server/api_types.h"
 #include "server/http_transport.h"
 #include "server/http_types.h"
@@ -57,7 +60,18 @@ struct Route {
   std::string help;
   bool mutates = false;  // admin token required when set
   RouteHandler handler;
+  // Shows what the prompt caches hold or did (entries, sizes, hits, reused
+  // tokens): with MATRICXON_PROMPT_CACHE_SHARING=tenant only the admin may call it.
+  bool cache_stats = false;
 };
+
+// Who may call a route, from the route and the settings (docs/security.md):
+// kAdmin: the admin token when one is set (routes that change state, and the
+// cache stats with tenant sharing); kApiKey: an API key when the server has
+// them (every /v1/ route, /tokenize, /detokenize, /apply-template); else open.
+enum class RouteAccess { kOpen, kApiKey, kAdmin };
+RouteAccess AccessOf(const Route& route, const ServerOptions& options);
+const char* RouteAccessName(RouteAccess access);  // "open", "api_key", "admin"
 
 // Route groups, one handler file each.
 void AddOpenAiRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_openai.cc
@@ -86,11 +100,16 @@ class HttpServer {
   HttpServer(ServerOptions options, Env* env);
   ~HttpServer();
 
-  // Binds host:port, exclusively. IOError naming the address when that
-  // fails (e.g. the port is in use); InvalidArgument when the admin routes
-  // would be open (no admin token) on a non-loopback address and
-  // allow_open_admin is not set.
+  // Reads the API keys (when MATRICXON_API_KEYS_FILE is set), then binds
+  // host:port, exclusively. The API keys file's error (api_keys.h) when it
+  // cannot be used; IOError naming the address when binding fails (e.g. the
+  // port is in use); InvalidArgument when the admin routes would be open (no
+  // admin token) on a non-loopback address and allow_open_admin is not set.
   Status Bind();
+  // Re-reads the API keys file (SIGHUP) and logs what happened; on failure
+  // the keys in force stay. Any thread; OK and a log line when there are no
+  // API keys.
+  Status ReloadApiKeys();
   int port() const { return port_; }
   // Serves until Stop(); then waits for replies in flight and unloads models
   // (each unload flushes its RAM pool to the saved caches, bounded in time).
@@ -111,6 +130,7 @@ class HttpServer {
   void OpenSavedCaches();
 
   ServerContext ctx_;
+  std::unique_ptr<ApiKeys> api_keys_;  // set by Bind when the server has API keys
   std::unique_ptr<engine::SavedCacheStore> saved_;  // declared before models_: outlives their flush
   std::unique_ptr<ModelManager> models_;
   Metrics metrics_;
