@@ -45,6 +45,7 @@ DiskStore::DiskStore(Env* env, std::string dir, const KeyStore& key,
       key_(key.key()),
       key_id_(key.key_id()),
       chunk_bytes_(options.chunk_bytes),
+      options_(options),
       limits_(options.limits) {}
 
 DiskStore::~DiskStore() = default;
@@ -148,6 +149,7 @@ Result<SavedEntryInfo> DiskStore::Save(const SaveMeta& meta, std::span<const int
   entry.info.prompt_len = m.prompt_len;
   entry.tokens.assign(tokens.begin(), tokens.end());
   SavedEntryInfo info = entry.info;
+  entry.generation = ++index_generation_;
   index_[id] = std::move(entry);
   return info;
 }
@@ -461,33 +463,6 @@ Result<RemovalStats> DiskStore::RemoveSavedFiles(Env* env, const std::string& di
   return stats;
 }
 
-Result<RemovalStats> DiskStore::EnforceLimits(uint64_t now_us) {
-  std::vector<DiskRemoval> plan;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<DiskFileInfo> files;
-    files.reserve(index_.size());
-    for (const auto& [id, e] : index_) {
-      files.push_back({id, e.info.file_bytes, e.info.created_us, e.info.last_used_us});
-    }
-    plan = PlanDiskEviction(files, limits_, now_us);
-    for (const auto& r : plan) index_.erase(r.id);
-  }
-  RemovalStats stats;
-  Status first;
-  for (const auto& r : plan) {
-    Status st = env_->RemoveFile(PathOf(CacheFileName(r.id)));
-    if (st.ok() || st.code() == Status::Code::kNotFound) {
-      ++stats.files;
-      stats.bytes += r.bytes;
-    } else if (first.ok()) {
-      first = st;
-    }
-  }
-  if (!first.ok()) return first;
-  return stats;
-}
-
 void DiskStore::SetLimits(const DiskLimits& limits) {
   std::lock_guard<std::mutex> lock(mu_);
   limits_ = limits;
@@ -540,6 +515,12 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
       }
     }
     if (kind == FileNameKind::kTemp) {
+      // In a shared folder a young temporary may be another node's write in
+      // progress (its appends keep its modification time fresh): only one
+      // older than stale_temp_age_us, by a margin far beyond clock skew, is
+      // a crash's leftover.
+      const uint64_t now_us = env_->WallMicros();
+      if (options_.shared_folder && link->mtime_micros + options_.stale_temp_age_us > now_us) continue;
       if (env_->RemoveFile(path).ok()) {
         ++report.removed_temporaries;
         report.removed_bytes += link->size_bytes;
@@ -551,27 +532,19 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
     Problem problem = Problem::kNone;
     Result<Opened> opened = ReadVerified(id, pool, /*place=*/nullptr, &problem);
     if (opened.ok()) {
-      Opened& o = opened.value();
-      Entry e;
-      e.info.id = id;
-      e.info.model = {o.meta.model_fingerprint, o.meta.layout_fingerprint};
-      e.info.tenant = o.meta.tenant;
-      e.info.n_tokens = o.tokens.size();
-      e.info.tokens_hash = HashTokens(o.tokens);
-      e.info.file_bytes = o.file_bytes;
-      e.info.payload_bytes = o.plaintext_bytes - o.payload_offset;
-      e.info.created_us = o.meta.created_us;
-      e.info.prompt_len = o.meta.prompt_len;
-      // Load and Save keep the last use as the file's modification time.
-      e.info.last_used_us = std::max(o.meta.last_used_us, link->mtime_micros);
-      e.tokens = std::move(o.tokens);
       ++report.files_ok;
-      report.bytes_ok += o.file_bytes;
+      report.bytes_ok += opened->file_bytes;
       std::lock_guard<std::mutex> lock(mu_);
-      index_.emplace(id, std::move(e));
+      IndexLocked(id, std::move(opened).value(), link->mtime_micros);
       continue;
     }
     if (problem == Problem::kMissing) continue;  // removed meanwhile
+    if (options_.shared_folder && (problem == Problem::kOtherKey || problem == Problem::kUnsupported)) {
+      // Maybe a node of a newer version or one given another key: its
+      // files are not ours to judge; the budget and TTL still apply to them.
+      ++report.ignored;
+      continue;
+    }
     if (problem == Problem::kIo) {
       MX_LOG(kWarn) << "saved caches: " << opened.status().ToString();
       ++report.errors;

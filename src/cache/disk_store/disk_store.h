@@ -50,6 +50,26 @@ struct ModelBinding {
 struct DiskStoreOptions {
   DiskLimits limits;                       // budget and TTL (EnforceLimits)
   uint32_t chunk_bytes = kDefaultChunkBytes;  // plaintext bytes per sealed chunk
+  // The folder is shared with other processes (cluster nodes, docs/cluster.md):
+  // StartupCheck deletes only temporaries older than stale_temp_age_us and
+  // leaves files sealed with another key to the budget and TTL.
+  bool shared_folder = false;
+  uint64_t stale_temp_age_us = uint64_t{15} * 60 * 1000000;  // by modification time
+  // Refresh: at most one listing per interval (unless forced), and at most
+  // this many new files read per refresh (the rest on the next ones).
+  uint64_t refresh_interval_us = 250000;
+  size_t refresh_max_new_files = 256;
+};
+
+// Counts from one Refresh.
+struct RefreshReport {
+  bool ran = false;       // false: skipped (too soon, another refresh runs, not checked yet)
+  size_t listed = 0;      // saved-cache files in the folder
+  size_t added = 0;       // new files indexed
+  size_t forgotten = 0;   // indexed files that are gone from the folder
+  size_t rejected = 0;    // new files that failed their check (damaged ones deleted)
+  size_t left = 0;        // new files not read this time (over refresh_max_new_files)
+  uint64_t micros = 0;    // how long it took (monotonic clock)
 };
 
 // What the index knows of one verified file.
@@ -231,7 +251,13 @@ class DiskStore {
   // cannot be listed; files that cannot be removed are skipped.
   static Result<RemovalStats> RemoveSavedFiles(Env* env, const std::string& dir);
   // Deletes expired files and, over budget, the least recently used
-  // (PlanDiskEviction). `now_us`: wall clock, µs since the epoch.
+  // (PlanDiskEviction), planned over a fresh listing of the whole folder
+  // (every saved-cache file, whoever wrote it; last use = the file's
+  // modification time): the budget and TTL apply to the folder. Several
+  // stores (nodes) enforcing at once plan over the same order, so together
+  // they delete what one would; a file another one deleted first is not
+  // counted. Returns what this call deleted. `now_us`: wall clock, µs since
+  // the epoch.
   Result<RemovalStats> EnforceLimits(uint64_t now_us);
   // New limits (runtime policy change); apply with EnforceLimits.
   void SetLimits(const DiskLimits& limits);
@@ -246,6 +272,19 @@ class DiskStore {
   StartupReport StartupCheck(ThreadPool* pool = nullptr);
   // True once a StartupCheck has finished.
   bool checked() const;
+
+  // Brings the index up to date with files other processes wrote or
+  // removed since (a cluster's shared folder): lists the folder, forgets
+  // indexed files that are gone, and reads only names not yet in the index,
+  // at most refresh_max_new_files of them: their header and the chunks that
+  // hold the metadata are opened and checked (Load checks every chunk
+  // before anything is used). Known files are never read again. Skipped
+  // (ran = false) without waiting when another Refresh runs, before the
+  // StartupCheck has finished, or, unless `force`, within
+  // refresh_interval_us of the last one. A file that fails its check is
+  // deleted when damaged and otherwise (another key or version, an I/O
+  // error) left alone and not read again by later refreshes.
+  RefreshReport Refresh(bool force = false);
 
   uint64_t used_bytes() const;
   size_t file_count() const;
@@ -271,6 +310,7 @@ class DiskStore {
   struct Entry {
     SavedEntryInfo info;
     std::vector<int32_t> tokens;
+    uint64_t generation = 0;  // index_generation_ when it was indexed
   };
 
   DiskStore(Env* env, std::string dir, const KeyStore& key, const DiskStoreOptions& options);
@@ -279,8 +319,12 @@ class DiskStore {
   // place: the plaintext is read and opened in place into its buffers
   // (Load); null: only the metadata is kept and memory stays at a few
   // chunks (StartupCheck).
+  // metadata_only (with a null place): stop once the chunks that hold the
+  // metadata are checked (Refresh); the rest is checked by Load.
   Result<Opened> ReadVerified(const std::string& id, ThreadPool* pool, const PlaintextPlacer* place,
-                              Problem* problem) const;
+                              Problem* problem, bool metadata_only = false) const;
+  // Indexes a file that passed ReadVerified. REQUIRES: mu_ held.
+  void IndexLocked(const std::string& id, Opened&& o, uint64_t mtime_us);
   Result<LoadedEntry> LoadWith(const std::string& id, const ModelBinding& model, ThreadPool* pool,
                                const PlaintextPlacer& place);
   Status WriteSealed(const std::string& id, const SaveMeta& meta, std::span<const int32_t> tokens,
@@ -292,6 +336,7 @@ class DiskStore {
   const SecretKey key_;
   const KeyId key_id_;
   const uint32_t chunk_bytes_;
+  const DiskStoreOptions options_;
 
   mutable std::mutex mu_;
   DiskLimits limits_;                    // guarded by mu_
@@ -301,6 +346,11 @@ class DiskStore {
   std::map<std::string, uint64_t> forgets_;  // guarded by mu_; ForgetTenant calls per tenant
   int purging_ = 0;                      // guarded by mu_; Purge calls under way
   bool checked_ = false;                 // guarded by mu_
+  uint64_t index_generation_ = 0;        // guarded by mu_; bumped for every entry indexed
+  bool refreshing_ = false;              // guarded by mu_
+  uint64_t last_refresh_us_ = 0;         // guarded by mu_; NowMicros of the last Refresh
+  bool refreshed_once_ = false;          // guarded by mu_
+  std::set<std::string> rejected_;       // guarded by mu_; ids a Refresh will not read again
 };
 
 }  // namespace mx::cache

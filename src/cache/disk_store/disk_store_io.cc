@@ -72,8 +72,8 @@ Status FirstError(const std::vector<Status>& statuses) {
 }  // namespace
 
 Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadPool* pool,
-                                                  const PlaintextPlacer* place,
-                                                  Problem* problem) const {
+                                                  const PlaintextPlacer* place, Problem* problem,
+                                                  bool metadata_only) const {
   *problem = Problem::kDamaged;
   const std::string ctx = "saved cache " + id;
   FileId file_id;
@@ -160,6 +160,7 @@ Result<DiskStore::Opened> DiskStore::ReadVerified(const std::string& id, ThreadP
   std::vector<Status> statuses(static_cast<size_t>(batch));
   std::vector<uint8_t> io_failed(static_cast<size_t>(batch));  // not vector<bool>: written by several threads
   for (uint64_t first = 0, n = 0; first < layout.n_chunks; first += n) {
+    if (metadata_only && place == nullptr && meta_need && meta_bytes.size() >= *meta_need) break;
     n = std::min(first == 0 && place == nullptr ? uint64_t{1} : batch, layout.n_chunks - first);
     std::fill(io_failed.begin(), io_failed.end(), 0);
     ForEach(pool, static_cast<int64_t>(n), [&](int64_t k, int thread) {
