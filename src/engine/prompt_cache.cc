@@ -96,8 +96,17 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
 
 bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
                           CacheTicket* t, std::string* why) {
-  const cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
+  cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  // A miss (nothing in RAM or the index serves this prompt well) may be a
+  // chat another node saved since the index was read: look for new files
+  // (cheap, bounded and rate-limited; a prompt served well is never held).
+  const int64_t gain = disk_.store->min_gain_tokens();
+  const int64_t best = std::max<int64_t>(in_memory, m.found ? static_cast<int64_t>(m.common_prefix) : 0);
+  if (best + gain < n_prompt - 1) {
+    const cache::RefreshReport r = disk_.store->Refresh();
+    if (r.added > 0 || r.forgotten > 0) m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
+  }
   // At least one prompt token is left to read, so the reply has logits.
   const int64_t use =
       m.found ? std::min<int64_t>(static_cast<int64_t>(m.common_prefix), n_prompt - 1) : 0;

@@ -133,6 +133,8 @@ Status SavedCacheStore::OpenDisk() {
       std::lock_guard<std::mutex> lock(mu_);
       dso.limits = {options_.budget_bytes, options_.ttl_us};
     }
+    // Cluster nodes share the folder (docs/cluster.md).
+    dso.shared_folder = options_.cluster_node;
     auto opened = cache::DiskStore::Open(env_, options_.dir, *key, dso);
     if (!opened.ok()) {
       reason = "the disk cache is off: " + opened.status().ToString();
@@ -640,6 +642,18 @@ cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::
     return none;
   }
   return d->FindLongestPrefix(model, prompt, only_tenant);
+}
+
+cache::RefreshReport SavedCacheStore::Refresh(bool force) {
+  auto d = disk();
+  if (d == nullptr) return cache::RefreshReport{};
+  cache::RefreshReport r = d->Refresh(force);
+  if (r.added > 0 || r.forgotten > 0) {
+    MX_LOG(kInfo) << "saved caches: refreshed the index in " << r.micros / 1000 << " ms: " << r.added
+                  << " new files, " << r.forgotten << " removed by others"
+                  << (r.left > 0 ? ", " + std::to_string(r.left) + " left for the next refresh" : std::string());
+  }
+  return r;
 }
 
 cache::ShiftMatch SavedCacheStore::FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,

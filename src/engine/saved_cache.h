@@ -203,6 +203,11 @@ class SavedCacheStore {
   // (memory only). When saving is off: !found, why_none "the disk cache is off".
   cache::PrefixMatch Find(const cache::ModelBinding& model, std::span<const int32_t> prompt,
                           const std::string* only_tenant = nullptr) const;
+  // Refreshes the index with files other nodes wrote or removed since
+  // (DiskStore::Refresh: new names only, bounded, rate-limited unless
+  // `force`; never waits for another refresh). Logs what changed. A no-op
+  // when saving is off.
+  cache::RefreshReport Refresh(bool force = false);
   // The saved chat of `model` that `prompt` continues once one trimmed span
   // is removed (context shift); !found when saving is off.
   cache::ShiftMatch FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
