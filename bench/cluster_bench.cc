@@ -60,7 +60,8 @@ class NoSyncEnv : public EnvWrapper {
 
 struct Folder {
   std::string dir;
-  KeyStore key = KeyStore::FromKey(SecretKey(std::array<uint8_t, kKeyBytes>{7}), KeySource::kPassphrase);
+  KeyStore key =
+      KeyStore::FromKey(SecretKey(std::array<uint8_t, kKeyBytes>{7}), KeySource::kPassphrase);
   NoSyncEnv no_sync;
   std::unique_ptr<DiskStore> a, b;
   std::vector<std::string> ids;  // oldest first
@@ -68,7 +69,8 @@ struct Folder {
 
   Folder() {
     const char* tmp = std::getenv("TMPDIR");
-    dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/mx_cluster_bench_" + std::to_string(getpid());
+    dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/mx_cluster_bench_" +
+          std::to_string(getpid());
     DiskStoreOptions options;
     options.shared_folder = true;
     options.refresh_max_new_files = kFiles;
@@ -86,7 +88,8 @@ struct Folder {
   // A chat of 512 tokens and `payload_bytes` of state.
   std::string SaveChat(DiskStore* store, size_t payload_bytes, ThreadPool* pool = nullptr) {
     std::vector<int32_t> tokens(512);
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = next_chat * 1000 + static_cast<int32_t>(i);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = next_chat * 1000 + static_cast<int32_t>(i);
     ++next_chat;
     std::string payload(payload_bytes, 'p');
     SaveMeta meta{kModel};

@@ -20,14 +20,17 @@ namespace mx::testing {
 namespace {
 
 const std::string kSystem =
-    "You are the assistant of a small team. Keep answers short, cite the notes, and say when you do not know. "
-    "The notes: saved caches keep every chat's state on disk so that another node reads only new tokens.";
+    "You are the assistant of a small team. Keep answers short, cite the notes, and say when you "
+    "do not know. "
+    "The notes: saved caches keep every chat's state on disk so that another node reads only new "
+    "tokens.";
 
 class ClusterServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     signal(SIGPIPE, SIG_IGN);
-    dir_ = TempDir(std::string("cluster_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = TempDir(std::string("cluster_") +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
     cache_dir_ = dir_ + "/shared_cache";
     ASSERT_TRUE(MakeModel(dir_ + "/models/tiny.gguf"));
   }
@@ -37,7 +40,8 @@ class ClusterServerTest : public ::testing::Test {
   }
 
   // Starts one more node on the shared folder; returns its index.
-  size_t StartNode(std::vector<std::string> args = {}, std::map<std::string, std::string> env = {}) {
+  size_t StartNode(std::vector<std::string> args = {},
+                   std::map<std::string, std::string> env = {}) {
     auto node = std::make_unique<ServerProcess>();
     args.insert(args.end(), {"--threads", "1", "--ctx-size", "1024"});
     env.emplace("MATRICXON_MODELS_DIR", dir_ + "/models");
@@ -45,7 +49,7 @@ class ClusterServerTest : public ::testing::Test {
     env.emplace("MATRICXON_CLUSTER_NODE", "true");
     env.emplace("MATRICXON_CACHE_KEY", "the cluster's passphrase");
     std::string error;
-    const std::string log = dir_ + "/node" + std::to_string(nodes_.size()) + ".log";
+    const std::string log = dir_ + "/node" + std::to_string(starts_++) + ".log";
     EXPECT_TRUE(node->Start(args, env, log, &error)) << error;
     nodes_.push_back(std::move(node));
     return nodes_.size() - 1;
@@ -64,7 +68,8 @@ class ClusterServerTest : public ::testing::Test {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(cache_dir_)) {
       const std::string name = e.path().filename().string();
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
         out.push_back(name);
       }
     }
@@ -74,12 +79,15 @@ class ClusterServerTest : public ::testing::Test {
     const std::string path = cache_dir_ + "/" + name;
     std::ofstream(path) << "a write in progress";
     const time_t t = time(nullptr) - age_s;
-    struct utimbuf times {t, t};
+    struct utimbuf times {
+      t, t
+    };
     ASSERT_EQ(utime(path.c_str(), &times), 0);
   }
 
   std::string dir_, cache_dir_;
   std::vector<std::unique_ptr<ServerProcess>> nodes_;
+  int starts_ = 0;
 };
 
 TEST_F(ClusterServerTest, ChatSavedOnOneNodeGoesOnFromDiskOnAnother) {
@@ -107,8 +115,9 @@ TEST_F(ClusterServerTest, ChatSavedOnOneNodeGoesOnFromDiskOnAnother) {
 TEST_F(ClusterServerTest, StartingNodeLeavesAWriteInProgressAndRemovesAStaleTemporary) {
   const size_t a = StartNode();
   WaitForCheck(a);
-  const std::string in_progress = std::string(32, 'a') + ".mxpc.tmp";  // another node, 5 s into a write
-  const std::string stale = std::string(32, 'b') + ".mxpc.tmp";        // left by a crash an hour ago
+  const std::string in_progress =
+      std::string(32, 'a') + ".mxpc.tmp";                        // another node, 5 s into a write
+  const std::string stale = std::string(32, 'b') + ".mxpc.tmp";  // left by a crash an hour ago
   WriteTemp(in_progress, 5);
   WriteTemp(stale, 3600);
   const size_t c = StartNode();
@@ -124,20 +133,23 @@ TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
   // One saved chat's size, to set a budget of a few of them.
   Chat(port(a), {{"system", kSystem}, {"user", "measure"}});
   Chat(port(a), {{"user", "evict"}});
-  for (int i = 0; i < 300 && Files(".mxpc").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 300 && Files(".mxpc").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_FALSE(Files(".mxpc").empty());
   const uint64_t one = fs::file_size(cache_dir_ + "/" + Files(".mxpc")[0]);
   nodes_.clear();
   fs::remove_all(cache_dir_);
   const uint64_t budget_mb = std::max<uint64_t>(1, (3 * one) >> 20);
   const uint64_t budget = budget_mb << 20;
-  const std::map<std::string, std::string> env = {{"MATRICXON_PERSIST_CACHE_BUDGET_MB", std::to_string(budget_mb)}};
+  const std::map<std::string, std::string> env = {
+      {"MATRICXON_PERSIST_CACHE_BUDGET_MB", std::to_string(budget_mb)}};
   for (int i = 0; i < 3; ++i) WaitForCheck(StartNode({"--prompt-cache-slots", "1"}, env));
   std::vector<std::thread> clients;
   for (size_t n = 0; n < 3; ++n) {
     clients.emplace_back([&, n] {
       for (int k = 0; k < 6; ++k) {
-        Chat(port(n), {{"system", kSystem}, {"user", "node " + std::to_string(n) + " chat " + std::to_string(k)}});
+        Chat(port(n), {{"system", kSystem},
+                       {"user", "node " + std::to_string(n) + " chat " + std::to_string(k)}});
       }
     });
   }
@@ -152,9 +164,11 @@ TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
   uint64_t used = 0;
   for (const auto& name : Files(".mxpc")) used += fs::file_size(cache_dir_ + "/" + name);
   EXPECT_LE(used, budget);
-  EXPECT_GE(used + one, std::min<uint64_t>(budget, 15 * one) / 2);  // no thundering purge
-  // Whatever is left loads on any node: a chat that was kept goes on from disk.
-  for (size_t n = 0; n < 3; ++n) EXPECT_EQ(Log(n).find("AEAD tag mismatch"), std::string::npos) << Log(n);
+  ASSERT_GT(15 * one, budget);        // the nodes had to evict
+  EXPECT_GT(used + 2 * one, budget);  // no thundering purge: the folder is left nearly full
+  // No node met a damaged file (a load racing a delete loads whole or misses).
+  for (size_t n = 0; n < 3; ++n)
+    EXPECT_EQ(Log(n).find("AEAD tag mismatch"), std::string::npos) << Log(n);
 }
 
 }  // namespace
