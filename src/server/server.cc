@@ -206,7 +206,8 @@ std::string HttpServer::Refusal(const HttpRequest& req) const {
            " and answers only requests for a loopback host name (localhost, 127.0.0.1, [::1]) or one named in "
            "MATRICXON_ALLOWED_HOSTS";
   }
-  if (req.has_header("origin") && !OriginAllowed(req.header("origin"), o.allowed_origins)) {
+  if (req.has_header("origin") && !OriginAllowed(req.header("origin"), o.allowed_origins) &&
+      !IsOwnOrigin(req.header("origin"), req.header("host"), o.allowed_hosts)) {
     return "requests from web pages of this origin are refused: add it to MATRICXON_ALLOWED_ORIGINS to allow them";
   }
   return "";
