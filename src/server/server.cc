@@ -48,6 +48,8 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.cache.snapshot_budget_bytes =
       static_cast<uint64_t>(ctx_.options.prompt_cache_snapshot_mb) << 20;
   mo.scheduler.cache.saved = saved_.get();
+  mo.scheduler.events = &cache_events_;
+  ctx_.cache_events = &cache_events_;
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();
   ctx_.metrics = &metrics_;
@@ -57,6 +59,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   AddUtilityRoutes(&ctx_, &routes_);
   AddCacheRoutes(&ctx_, &routes_);
   AddPersistenceRoutes(&ctx_, &routes_);
+  AddStatusRoutes(&ctx_, &routes_);
 
   TransportOptions to;
   to.host = ctx_.options.host;
