@@ -47,14 +47,14 @@ void AddStatusRoutes(ServerContext* ctx, std::vector<Route>* routes) {
     routes->push_back({"GET", std::string(asset.path), help, false,
                        [&asset](const HttpRequest&, HttpResponse& res) { SendAsset(asset, res); }});
   }
-  // Shows what the prompt caches did, like GET /api/cache: with
-  // MATRICXON_PROMPT_CACHE_SHARING=tenant it must be the admin's only, as
-  // that route is (mark both the same way in the route table).
+  // Shows what the prompt caches did, like GET /api/cache: cache stats, so
+  // the admin's only with MATRICXON_PROMPT_CACHE_SHARING=tenant.
   routes->push_back(
       {"GET", "/api/cache/events",
        "the last prompt-cache log lines per request (counts and reasons, never prompt "
        "text): ?since=seq&limit=n&tenant=t",
-       false, [ctx](const HttpRequest& req, HttpResponse& res) { Events(ctx, req, res); }});
+       false, [ctx](const HttpRequest& req, HttpResponse& res) { Events(ctx, req, res); },
+       /*cache_stats=*/true});
 }
 
 }  // namespace mx::server

@@ -59,6 +59,9 @@ struct Route {
   std::string help;
   bool mutates = false;  // admin token required when set
   RouteHandler handler;
+  // Shows what the prompt caches hold or did (entries, sizes, hits, reused
+  // tokens): with MATRICXON_PROMPT_CACHE_SHARING=tenant only the admin may call it.
+  bool cache_stats = false;
 };
 
 // Route groups, one handler file each.
