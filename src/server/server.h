@@ -116,8 +116,8 @@ class HttpServer {
   // Opens the saved caches: the policy file wins over the environment.
   void OpenSavedCaches();
 
-  ServerContext ctx_;
   engine::CacheEventLog cache_events_;  // declared before models_: their schedulers push to it
+  ServerContext ctx_;
   std::unique_ptr<engine::SavedCacheStore> saved_;  // declared before models_: outlives their flush
   std::unique_ptr<ModelManager> models_;
   Metrics metrics_;
