@@ -7,7 +7,8 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       libssl-dev libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libpng-dev libjpeg-dev libwebp-dev libgif-dev
-      gnuplot-nox)
+      gnuplot-nox
+      chromium fonts-dejavu-core)  # the status page's browser test (headless; its fonts)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

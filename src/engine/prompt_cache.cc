@@ -168,6 +168,7 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, co
   std::vector<int32_t> tokens(loaded->tokens.begin(), loaded->tokens.begin() + cut);
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = cut;
+  t->source_ = CacheSource::kDisk;
   t->diverged_at_ = static_cast<int64_t>(m.common_prefix);
   t->log_ = "reused " + std::to_string(cut) + " of " + std::to_string(n_prompt) +
             " tokens from disk (a saved cache of " + std::to_string(n_entry) + " tokens, loaded in " +
@@ -197,6 +198,7 @@ bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::Shi
   if (!std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;  // index and file disagree
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = plan.reused();
+  t->source_ = CacheSource::kDisk;
   t->log_ = "reused " + std::to_string(plan.reused()) + " of " + std::to_string(prompt.size()) +
             " tokens from disk after a context shift (a saved cache of " + std::to_string(sm.entry.n_tokens) +
             " tokens, dropped " + std::to_string(plan.drop_end - plan.drop_begin) + " trimmed tokens at position " +
@@ -246,6 +248,7 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
       break;
     case cache::ReuseKind::kInPlace:
     case cache::ReuseKind::kTruncateInPlace:
+      t.source_ = CacheSource::kRam;
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
                " tokens from RAM";
       if (plan.kind == cache::ReuseKind::kTruncateInPlace) {
@@ -255,11 +258,13 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
       }
       break;
     case cache::ReuseKind::kCopyPrefix:
+      t.source_ = CacheSource::kCopy;
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
                (recurrent_ ? " tokens from a copy of a cached chat's snapshot"
                            : " tokens from a copy of a cached chat's shared start");
       break;
     case cache::ReuseKind::kShiftInPlace:
+      t.source_ = CacheSource::kRam;
       t.log_ = "reused " + std::to_string(t.n_reused_) + " of " + std::to_string(prompt.size()) +
                " tokens from RAM after a context shift (dropped " +
                std::to_string(plan.shift.drop_end - plan.shift.drop_begin) + " trimmed tokens at position " +
@@ -284,6 +289,7 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
   const char* how = nullptr;
+  CacheSource source = CacheSource::kRam;
   if (static_cast<int64_t>(match.n_tokens) == use || use >= match.prompt_len) {
     // The same chat, one turn later (its last reply may read differently
     // now, as the pool's truncate-in-place rule allows): take the state
@@ -309,12 +315,14 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     if (!copy.ok()) return false;
     state = std::move(copy).value();
     how = "copied from a chat waiting in the write queue";
+    source = CacheSource::kCopy;
   }
   runner_.Adopt(state.get());
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = n;
+  t->source_ = source;
   t->diverged_at_ = static_cast<int64_t>(match.common_prefix);
   t->log_ = "reused " + std::to_string(n) + " of " + std::to_string(prompt.size()) + " tokens from RAM (" +
             how + ", in " + std::to_string((env_->NowMicros() - t0) / 1000) + " ms)";

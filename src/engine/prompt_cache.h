@@ -25,6 +25,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/cache_events.h"
 #include "engine/saved_cache.h"
 #include "models/runner.h"
 #include "models/sequence_state.h"
@@ -85,6 +86,8 @@ class CacheTicket {
   // prefix; 0 when none): the snapshot policy keeps a snapshot there.
   int64_t diverged_at() const { return diverged_at_; }
   const std::string& log_line() const { return log_; }
+  // Where the reused tokens came from (kNone when nothing was reused).
+  CacheSource source() const { return n_reused_ > 0 ? source_ : CacheSource::kNone; }
   bool pooled() const { return lease_.valid(); }
 
  private:
@@ -93,6 +96,7 @@ class CacheTicket {
   std::unique_ptr<models::SequenceState> private_;
   int64_t n_reused_ = 0;
   int64_t diverged_at_ = 0;
+  CacheSource source_ = CacheSource::kNone;
   std::string log_;
 };
 

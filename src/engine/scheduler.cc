@@ -195,8 +195,18 @@ Status Scheduler::StartSlot(Slot& s) {
         PlanStateSnapshots(*s.seq, sr, SnapshotLimitsFor(options_.cache, *runner_->layout()));
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t1) / 1000.0;
   }
-  MX_LOG(kInfo) << "model " << options_.model_name << ": " << s.ticket.log_line()
-                << DivergenceNote(s.request.message_starts, s.ticket.diverged_at());
+  const std::string line =
+      s.ticket.log_line() + DivergenceNote(s.request.message_starts, s.ticket.diverged_at());
+  MX_LOG(kInfo) << "model " << options_.model_name << ": " << line;
+  if (options_.events != nullptr) {
+    options_.events->Push({.time_unix_ms = env_->WallMicros() / 1000,
+                           .model = options_.model_name,
+                           .tenant = s.request.tenant,
+                           .prompt_tokens = static_cast<int64_t>(s.request.prompt.size()),
+                           .cached_tokens = s.cached,
+                           .source = s.ticket.source(),
+                           .line = line});
+  }
   return Status::Ok();
 }
 

@@ -34,6 +34,7 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "engine/cache_events.h"
 #include "engine/loaded_model.h"
 #include "engine/prompt_images.h"
 #include "engine/prompt_cache.h"
@@ -59,6 +60,9 @@ struct SchedulerOptions {
   // written by this loop only while it has no request (never during a
   // reply); unload flushes the pool.
   PromptCacheOptions cache;
+  // Optional, must outlive the scheduler: each request's cache log line is
+  // also pushed here (counts and the line, never prompt text).
+  CacheEventLog* events = nullptr;
 };
 
 // Where one request's time went, in milliseconds of Env::NowMicros (a

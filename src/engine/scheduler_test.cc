@@ -186,6 +186,42 @@ TEST_F(SchedulerTest, NextTurnChargesTheCacheNotThePromptForReusedTokens) {
   EXPECT_LE(ChargedMs(r2.last.timings), SpanMs(submit_us, r2.last.time_us) + kRoundingMs);
 }
 
+TEST_F(SchedulerTest, EachRequestPushesItsCacheLineToTheEventLog) {
+  CacheEventLog events;
+  auto s = Scheduler::Create(
+      *model_, {.n_threads = 1, .n_ctx = 512, .model_name = "test", .cache = {}, .events = &events},
+      Env::Default());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  GenRequest first = Greedy("a chat about the status page", 3);
+  first.tenant = "acme";
+  Reply r1 = Collect(*(*s)->Submit(first));
+  GenRequest second = first;
+  second.prompt.insert(second.prompt.end(), r1.tokens.begin(), r1.tokens.end());
+  second.prompt.push_back(first.prompt.back());
+  Reply r2 = Collect(*(*s)->Submit(second));
+  GenRequest off = first;
+  off.cache_prompt = false;
+  Collect(*(*s)->Submit(off));
+  ASSERT_GT(r2.last.cached_tokens, 0);
+
+  CacheEventPage page = events.Since(0, 10);
+  ASSERT_EQ(page.events.size(), 3u);
+  const CacheEvent& a = page.events[0];
+  EXPECT_EQ(a.model, "test");
+  EXPECT_EQ(a.tenant, "acme");
+  EXPECT_EQ(a.prompt_tokens, static_cast<int64_t>(first.prompt.size()));
+  EXPECT_EQ(a.cached_tokens, 0);
+  EXPECT_EQ(a.source, CacheSource::kNone);
+  EXPECT_EQ(a.line.rfind("re-reading the entire chat", 0), 0u) << a.line;
+  EXPECT_GT(a.time_unix_ms, 0u);
+  const CacheEvent& b = page.events[1];
+  EXPECT_EQ(b.cached_tokens, r2.last.cached_tokens);
+  EXPECT_EQ(b.source, CacheSource::kRam);
+  EXPECT_EQ(b.line.rfind("reused " + std::to_string(b.cached_tokens) + " of ", 0), 0u) << b.line;
+  EXPECT_NE(page.events[2].line.find("cache_prompt: false"), std::string::npos) << page.events[2].line;
+  EXPECT_EQ(page.events[2].source, CacheSource::kNone);
+}
+
 // b waits for the only slot until a's reply ends (by its length or by the
 // cancel below, whichever comes first): its queue_ms covers exactly that
 // wait, bounded by the times the compute loop stamped on the events.

@@ -96,6 +96,13 @@ bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allo
   return std::find(allowed.begin(), allowed.end(), o) != allowed.end();
 }
 
+bool IsOwnOrigin(std::string_view origin, std::string_view host_field,
+                 const std::vector<std::string>& extra_hosts) {
+  if (!LoopbackHostAllowed(host_field, extra_hosts)) return false;
+  const std::string o = NormalizeOrigin(origin);
+  return !o.empty() && o == "http://" + AsciiLower(TrimOws(host_field));
+}
+
 Result<std::vector<std::string>> ParseOriginList(const std::string& name, const std::string& value) {
   std::vector<std::string> out;
   for (std::string_view item : SplitList(value)) {

@@ -32,6 +32,14 @@ std::string NormalizeOrigin(std::string_view origin);
 // `allowed` holds normalized origins or "*" (any origin).
 bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allowed);
 
+// Whether `origin` is the server's own for the Host a request asked for
+// ("http://" + the Host field value): a page this server served itself (the
+// status page at GET /), whose requests that change state carry their
+// Origin. Only for a loopback Host or one of `extra_hosts`: a foreign name
+// that resolves to the server (DNS rebinding) is never its own origin.
+bool IsOwnOrigin(std::string_view origin, std::string_view host_field,
+                 const std::vector<std::string>& extra_hosts);
+
 // Parses a comma-separated list of origins (MATRICXON_ALLOWED_ORIGINS):
 // normalized, or "*". InvalidArgument naming `name` and the bad entry.
 Result<std::vector<std::string>> ParseOriginList(const std::string& name, const std::string& value);

@@ -38,6 +38,22 @@ TEST(RequestGuardTest, Origins) {
   EXPECT_TRUE(OriginAllowed("null", {"*"}));
 }
 
+TEST(RequestGuardTest, OwnOriginIsThePageTheServerServed) {
+  EXPECT_TRUE(IsOwnOrigin("http://127.0.0.1:8080", "127.0.0.1:8080", {}));
+  EXPECT_TRUE(IsOwnOrigin("http://LocalHost:8080", "localhost:8080", {}));
+  EXPECT_TRUE(IsOwnOrigin("http://[::1]:8080", "[::1]:8080", {}));
+  EXPECT_TRUE(IsOwnOrigin("http://my-box.lan:8080", "my-box.lan:8080", {"my-box.lan"}));
+}
+
+TEST(RequestGuardTest, OwnOriginRefusesOtherPortsSchemesAndRebinding) {
+  EXPECT_FALSE(IsOwnOrigin("http://127.0.0.1:3000", "127.0.0.1:8080", {}));   // another local app
+  EXPECT_FALSE(IsOwnOrigin("https://127.0.0.1:8080", "127.0.0.1:8080", {}));  // this server speaks http
+  EXPECT_FALSE(IsOwnOrigin("http://attacker.example:8080", "attacker.example:8080", {}));  // DNS rebinding
+  EXPECT_FALSE(IsOwnOrigin("http://10.0.0.5:8080", "10.0.0.5:8080", {}));  // off loopback: ALLOWED_ORIGINS
+  EXPECT_FALSE(IsOwnOrigin("null", "127.0.0.1:8080", {}));
+  EXPECT_FALSE(IsOwnOrigin("http://127.0.0.1:8080", "", {}));
+}
+
 TEST(RequestGuardTest, Lists) {
   auto o = ParseOriginList("MATRICXON_ALLOWED_ORIGINS", "http://a.example, https://B.example:8443");
   ASSERT_TRUE(o.ok()) << o.status().ToString();

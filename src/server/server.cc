@@ -48,6 +48,8 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.cache.snapshot_budget_bytes =
       static_cast<uint64_t>(ctx_.options.prompt_cache_snapshot_mb) << 20;
   mo.scheduler.cache.saved = saved_.get();
+  mo.scheduler.events = &cache_events_;
+  ctx_.cache_events = &cache_events_;
   models_ = std::make_unique<ModelManager>(env, mo);
   ctx_.models = models_.get();
   ctx_.metrics = &metrics_;
@@ -57,6 +59,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   AddUtilityRoutes(&ctx_, &routes_);
   AddCacheRoutes(&ctx_, &routes_);
   AddPersistenceRoutes(&ctx_, &routes_);
+  AddStatusRoutes(&ctx_, &routes_);
 
   TransportOptions to;
   to.host = ctx_.options.host;
@@ -251,7 +254,8 @@ std::string HttpServer::Refusal(const HttpRequest& req) const {
            " and answers only requests for a loopback host name (localhost, 127.0.0.1, [::1]) or one named in "
            "MATRICXON_ALLOWED_HOSTS";
   }
-  if (req.has_header("origin") && !OriginAllowed(req.header("origin"), o.allowed_origins)) {
+  if (req.has_header("origin") && !OriginAllowed(req.header("origin"), o.allowed_origins) &&
+      !IsOwnOrigin(req.header("origin"), req.header("host"), o.allowed_hosts)) {
     return "requests from web pages of this origin are refused: add it to MATRICXON_ALLOWED_ORIGINS to allow them";
   }
   return "";

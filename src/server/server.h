@@ -29,6 +29,7 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "engine/cache_events.h"
 #include "engine/saved_cache.h"
 #include "server/api_keys.h"
 #include "server/api_types.h"
@@ -48,6 +49,7 @@ struct ServerContext {
   ModelManager* models = nullptr;
   Metrics* metrics = nullptr;
   engine::SavedCacheStore* saved = nullptr;  // null when the cache folder cannot be created
+  engine::CacheEventLog* cache_events = nullptr;  // each request's cache log line (the status page)
   std::mutex policy_mu;                      // serializes policy changes
   PersistencePolicy policy;                  // guarded by policy_mu: the effective saved-cache policy
 };
@@ -80,6 +82,7 @@ void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes); // handle
 void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handlers_cache.cc
 std::string RenderCacheMetrics(ServerContext* ctx);                    // handlers_cache.cc
 void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_persistence.cc
+void AddStatusRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_status.cc
 
 // Resolves a request's "model" field: empty means the only model of the
 // folder (InvalidArgument when there are several). NotFound when unknown.
@@ -129,6 +132,7 @@ class HttpServer {
   // Opens the saved caches: the policy file wins over the environment.
   void OpenSavedCaches();
 
+  engine::CacheEventLog cache_events_;  // declared before models_: their schedulers push to it
   ServerContext ctx_;
   std::unique_ptr<ApiKeys> api_keys_;  // set by Bind when the server has API keys
   std::unique_ptr<engine::SavedCacheStore> saved_;  // declared before models_: outlives their flush
