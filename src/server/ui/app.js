@@ -449,6 +449,8 @@
     if (key) headers.Authorization = "Bearer " + key;
     const body = { model, messages: chat, stream: true, stream_options: { include_usage: true },
       max_tokens: Math.max(1, Number($("chat-max").value) || 64) };
+    const temperature = Number($("chat-temp").value);
+    if ($("chat-temp").value !== "" && temperature >= 0 && temperature <= 2) body.temperature = temperature;
     chatAbort = new AbortController();
     $("chat-send").disabled = true;
     $("chat-stop").disabled = false;
@@ -473,6 +475,7 @@
         }
         if (data.usage) showUsage(view, data.usage, data.timings);
       });
+      if (!reply) view.body.textContent = "(the reply was empty)";
       chat.push({ role: "assistant", content: reply });
     } catch (e) {
       chat.pop();  // the turn did not happen: the next one starts from the chat before it
