@@ -87,7 +87,7 @@ cache::SecretKey BenchKey() {
 std::shared_ptr<const models::StateLayout> SmolLayout() {
   static const auto layout = [] {
     models::StateLayout l;
-    l.kv_type = DType::kF16;
+    l.k_type = l.v_type = DType::kF16;
     l.kv_dims.assign(30, 3 * 64);
     l.n_ctx = 8192;
     l.use_rope = true;
@@ -107,7 +107,7 @@ const models::SequenceState& SmolState() {
     if (!s->Reserve(kTokens).ok()) std::abort();
     uint32_t x = 12345;
     for (size_t layer = 0; layer < s->layout().kv_dims.size(); ++layer) {
-      const size_t rb = s->layout().kv_row_bytes(layer);
+      const size_t rb = s->layout().k_row_bytes(layer);  // K and V rows alike (F16)
       for (int64_t p = 0; p < kTokens; ++p) {
         for (uint8_t* row : {s->k_row(layer, p), s->v_row(layer, p)}) {
           for (size_t i = 0; i < rb; ++i) {
