@@ -11,13 +11,15 @@ Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, const RunnerO
   const ModelConfig& c = model.config();
   const DType k_type = options.k_type.value_or(options.kv_type),
               v_type = options.v_type.value_or(options.kv_type);
+  const bool has_attention = std::any_of(c.layers.begin(), c.layers.end(),
+                                         [](const LayerConfig& l) { return l.has_attention(); });
   for (const auto& [what, type] : {std::pair{"K", k_type}, std::pair{"V", v_type}}) {
     if (!kernels::KvTypeSupported(type)) {
       return Status::InvalidArgument(std::string(what) + " cache type " + DTypeName(type) +
                                      " is not supported (F16, F32, Q8_0 or Q4_0)");
     }
-    const bool has_attention = std::any_of(c.layers.begin(), c.layers.end(),
-                                           [](const LayerConfig& l) { return l.has_attention(); });
+    // A quantized row holds whole blocks per head (no fallback: the memory
+    // the setting promises would not be what the pool gets).
     if (has_attention && kernels::KvHeadBytes(type, c.head_dim_k) == 0) {
       return Status::InvalidArgument(std::string(what) + " cache type " + DTypeName(type) +
                                      " stores blocks of " +
