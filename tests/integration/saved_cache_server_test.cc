@@ -243,6 +243,14 @@ TEST_F(SavedCacheServerTest, KvTypeOfTheFileMustBeTheServers) {
   const int64_t q8_bytes = ram_bytes();
   Stop();
   ASSERT_EQ(SavedFiles().size(), 1u);
+  // `cache ls` says which KV type the file needs.
+  const std::string ls = "env -u MATRICXON_CACHE_KEY " + BinaryPath() + " cache ls --dir " +
+                         cache_dir_ + " --models-dir " + dir_ + "/models > " + dir_ +
+                         "/ls.out 2>&1";
+  ASSERT_EQ(std::system(ls.c_str()), 0);
+  EXPECT_NE(ReadAll(dir_ + "/ls.out").find("model tiny (match, KV cache type q8_0)"),
+            std::string::npos)
+      << ReadAll(dir_ + "/ls.out");
 
   Start({}, {{"MATRICXON_KV_TYPE", "q8_0"}});
   WaitForFiles(1);
