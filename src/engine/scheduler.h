@@ -53,8 +53,8 @@ struct SchedulerOptions {
   int64_t n_ctx = 0;           // 0: the model's, capped at 8192
   int n_parallel = 4;          // sequences decoded at once
   DType kv_type = DType::kF16;  // attention KV rows: F16, F32, Q8_0 or Q4_0 (models::RunnerOptions)
-  std::optional<DType> k_type;  // keys only, overriding kv_type
-  std::optional<DType> v_type;  // values only, overriding kv_type
+  std::optional<DType> k_type = std::nullopt;  // keys only, overriding kv_type
+  std::optional<DType> v_type = std::nullopt;  // values only, overriding kv_type
   int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
   std::string model_name;      // for log lines
   // The RAM pool of cached conversations and, through cache.saved, the

@@ -60,8 +60,8 @@ struct RunnerOptions {
   // k_type / v_type, when set, override it for one of them.
   DType kv_type = DType::kF16;
   int64_t n_ctx = 0;  // 0: the model's training context, capped at 8192
-  std::optional<DType> k_type;
-  std::optional<DType> v_type;
+  std::optional<DType> k_type = std::nullopt;
+  std::optional<DType> v_type = std::nullopt;
 };
 
 class Runner {
