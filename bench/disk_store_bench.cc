@@ -83,33 +83,39 @@ cache::SecretKey BenchKey() {
   return cache::SecretKey(b);
 }
 
-// SmolLM2-135M: 30 attention layers, 3 KV heads x 64 dims, F16 KV, 8k context.
-std::shared_ptr<const models::StateLayout> SmolLayout() {
-  static const auto layout = [] {
+// SmolLM2-135M: 30 attention layers, 3 KV heads x 64 dims, 8k context; KV
+// rows F16 unless a benchmark asks for another type (RestoreKvType).
+std::shared_ptr<const models::StateLayout> SmolLayout(DType kv = DType::kF16) {
+  static std::map<DType, std::shared_ptr<const models::StateLayout>> layouts;
+  auto& layout = layouts[kv];
+  if (!layout) {
     models::StateLayout l;
-    l.kv_type = DType::kF16;
+    l.k_type = l.v_type = kv;
     l.kv_dims.assign(30, 3 * 64);
     l.n_ctx = 8192;
     l.use_rope = true;
     l.rope.n_rot = 64;
     l.rope.freq_base = 100000;
     l.head_dim = 64;
-    return std::make_shared<const models::StateLayout>(l);
-  }();
+    layout = std::make_shared<const models::StateLayout>(l);
+  }
   return layout;
 }
 
 // A state of kTokens tokens with pseudo-random rows (incompressible, like
-// real keys and values).
-const models::SequenceState& SmolState() {
-  static const auto state = [] {
-    auto s = std::make_unique<models::SequenceState>(SmolLayout());
+// real keys and values; any bytes are valid rows for a restore).
+const models::SequenceState& SmolState(DType kv = DType::kF16) {
+  static std::map<DType, std::unique_ptr<models::SequenceState>> states;
+  auto& s = states[kv];
+  if (!s) {
+    s = std::make_unique<models::SequenceState>(SmolLayout(kv));
     if (!s->Reserve(kTokens).ok()) std::abort();
     uint32_t x = 12345;
     for (size_t layer = 0; layer < s->layout().kv_dims.size(); ++layer) {
-      const size_t rb = s->layout().kv_row_bytes(layer);
       for (int64_t p = 0; p < kTokens; ++p) {
-        for (uint8_t* row : {s->k_row(layer, p), s->v_row(layer, p)}) {
+        for (const bool v : {false, true}) {
+          uint8_t* row = v ? s->v_row(layer, p) : s->k_row(layer, p);
+          const size_t rb = v ? s->layout().v_row_bytes(layer) : s->layout().k_row_bytes(layer);
           for (size_t i = 0; i < rb; ++i) {
             x = x * 1664525u + 1013904223u;
             row[i] = static_cast<uint8_t>(x >> 24);
@@ -118,16 +124,17 @@ const models::SequenceState& SmolState() {
       }
     }
     s->CommitTokens(kTokens);
-    return s;
-  }();
-  return *state;
+  }
+  return *s;
 }
 
-uint64_t StateBytes() { return SmolState().SerializeView().bytes; }
+uint64_t StateBytes(DType kv = DType::kF16) { return SmolState(kv).SerializeView().bytes; }
 
-const cache::ModelBinding& Binding() {
-  static const cache::ModelBinding b{"sha256-64:0123456789abcdef", SmolLayout()->Fingerprint()};
-  return b;
+const cache::ModelBinding& Binding(DType kv = DType::kF16) {
+  static std::map<DType, cache::ModelBinding> bindings;
+  auto [it, fresh] = bindings.try_emplace(kv);
+  if (fresh) it->second = {"sha256-64:0123456789abcdef", SmolLayout(kv)->Fingerprint()};
+  return it->second;
 }
 
 // Minor page faults of the process so far (fresh memory touched).
@@ -145,18 +152,19 @@ std::unique_ptr<engine::SavedCacheStore> OpenSavedStore() {
   o.dir = BenchDir();
   o.budget_bytes = uint64_t{1} << 40;
   o.check_in_background = false;
+  o.background_writer = false;  // SaveOne writes (a background writer raced it: "save failed")
   auto store = engine::SavedCacheStore::Open(Env::Default(), o);
   return store.ok() && (*store)->enabled() ? std::move(store).value() : nullptr;
 }
 
 // Queues a copy of the state and writes it; returns the file's id.
-std::string SaveOne(engine::SavedCacheStore* store, ThreadPool* pool) {
-  auto copy = SmolState().ClonePrefix(kTokens);
+std::string SaveOne(engine::SavedCacheStore* store, ThreadPool* pool, DType kv = DType::kF16) {
+  auto copy = SmolState(kv).ClonePrefix(kTokens);
   if (!copy.ok()) return "";
-  store->Enqueue({Binding(), Tokens(), std::move(copy).value()});
+  store->Enqueue({Binding(kv), Tokens(), std::move(copy).value()});
   bool written = false;
-  store->WriteOne(Binding(), pool, &written);
-  const cache::PrefixMatch m = store->Find(Binding(), Tokens());
+  store->WriteOne(Binding(kv), pool, &written);
+  const cache::PrefixMatch m = store->Find(Binding(kv), Tokens());
   return written && m.found ? m.entry.id : "";
 }
 
@@ -166,9 +174,9 @@ struct OneSaved {
   std::unique_ptr<engine::SavedCacheStore> store;
   std::string id;
 };
-OneSaved OpenWithOneSaved(benchmark::State& state, ThreadPool& pool) {
+OneSaved OpenWithOneSaved(benchmark::State& state, ThreadPool& pool, DType kv = DType::kF16) {
   OneSaved s{OpenSavedStore(), ""};
-  if (s.store) s.id = SaveOne(s.store.get(), &pool);
+  if (s.store) s.id = SaveOne(s.store.get(), &pool, kv);
   if (s.id.empty()) state.SkipWithError(s.store ? "save failed" : "cannot open the saved-cache store");
   return s;
 }
@@ -291,6 +299,31 @@ void BM_RestoreState(benchmark::State& state) {
   std::filesystem::remove_all(BenchDir());
 }
 
+// A restore per KV type (range(1): 0 f16, 1 q8_0, 2 q4_0, 3 f32): the same
+// 4096-token chat, its state as large as its rows.
+DType KvTypeArg(int64_t i) {
+  constexpr DType kTypes[] = {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kF32};
+  return kTypes[i];
+}
+void BM_RestoreKvType(benchmark::State& state) {
+  ThreadPool& pool = Pool(static_cast<int>(state.range(0)));
+  const DType kv = KvTypeArg(state.range(1));
+  auto [store, id] = OpenWithOneSaved(state, pool, kv);
+  if (id.empty()) return;
+  for (auto _ : state) {
+    auto r = store->LoadState(id, Binding(kv), SmolLayout(kv), &pool);
+    if (!r.ok() || r->state->n_tokens() != kTokens) {
+      state.SkipWithError(r.ok() ? "wrong state" : r.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(r->state->k_data(0));
+  }
+  state.SetLabel(DTypeLowerName(kv) + ", " + std::to_string(StateBytes(kv) >> 20) + " MiB");
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * StateBytes(kv)));
+  store.reset();
+  std::filesystem::remove_all(BenchDir());
+}
+
 // The former restore: decrypt into one plaintext buffer, then copy into a
 // new state (Deserialize).
 void BM_RestoreViaCopy(benchmark::State& state) {
@@ -353,6 +386,7 @@ std::string StartupDir(int n) {
   o.dir = dir;
   o.budget_bytes = uint64_t{1} << 40;
   o.check_in_background = false;
+  o.background_writer = false;  // SaveOne writes (a background writer raced it: "save failed")
   auto store = engine::SavedCacheStore::Open(Env::Default(), o);
   if (!store.ok() || !(*store)->enabled()) return "";
   ThreadPool& pool = Pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
@@ -549,6 +583,9 @@ int main(int argc, char** argv) {
     for (int t : threads) restore->Args({t, cold});
   }
   restore->Unit(benchmark::kMillisecond)->UseRealTime();
+  auto* by_type = benchmark::RegisterBenchmark("RestoreKvType", &BM_RestoreKvType);
+  for (int type = 0; type < 4; ++type) by_type->Args({all, type});
+  by_type->Unit(benchmark::kMillisecond)->UseRealTime();
   const char* startup_files = std::getenv("MX_BENCH_STARTUP_FILES");
   benchmark::RegisterBenchmark("StartupWithSavedCaches", &BM_StartupWithSavedCaches)
       ->Arg(startup_files != nullptr ? std::atoi(startup_files) : 44)

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -97,45 +98,57 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs);
 
 // One query token over n_pos cached positions, all heads (SmolLM2: 9 heads,
-// 3 kv heads, head_dim 64), F16 KV; single-threaded as the engine calls it.
-void BM_AttentionRow(benchmark::State& state) {
-  const int64_t n_pos = state.range(0);
-  const int n_head = 9, n_kv = 3, hd = 64;
-  const int64_t kv_dim = n_kv * hd;
-  std::vector<uint8_t> k(static_cast<size_t>(kv_dim * n_pos) * 2), v(k.size());
+// 3 kv heads, head_dim 64), KV rows of the type range(1) names (0 F16,
+// 1 Q8_0, 2 Q4_0); single-threaded as the engine calls it.
+DType BenchKvType(int64_t i) { return i == 1 ? DType::kQ8_0 : i == 2 ? DType::kQ4_0 : DType::kF16; }
+
+// n_pos K and V rows of kv_dim values of `type` (every row the same values).
+void FillKvRows(DType type, int64_t kv_dim, int64_t n_pos, std::vector<uint8_t>* k,
+                std::vector<uint8_t>* v) {
+  const size_t rb = RowBytes(type, kv_dim);
+  k->resize(rb * static_cast<size_t>(n_pos));
+  v->resize(k->size());
   const std::vector<float> rows = RandomVec(kv_dim, 3);
   for (int64_t p = 0; p < n_pos; ++p) {
-    StoreKvRow(DType::kF16, rows.data(), kv_dim, &k[static_cast<size_t>(p * kv_dim) * 2]);
-    StoreKvRow(DType::kF16, rows.data(), kv_dim, &v[static_cast<size_t>(p * kv_dim) * 2]);
+    StoreKvRow(type, rows.data(), kv_dim, k->data() + static_cast<size_t>(p) * rb);
+    StoreKvRow(type, rows.data(), kv_dim, v->data() + static_cast<size_t>(p) * rb);
   }
-  const KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, n_kv, hd};
+}
+
+void BM_AttentionRow(benchmark::State& state) {
+  const int64_t n_pos = state.range(0);
+  const DType type = BenchKvType(state.range(1));
+  const int n_head = 9, n_kv = 3, hd = 64;
+  const int64_t kv_dim = n_kv * hd;
+  std::vector<uint8_t> k, v;
+  FillKvRows(type, kv_dim, n_pos, &k, &v);
+  const size_t rb = RowBytes(type, kv_dim);
+  const KvView kv{type, type, k.data(), v.data(), rb, rb, n_kv, hd};
   const std::vector<float> q = RandomVec(n_head * hd, 4);
   std::vector<float> out(q.size()), scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
   for (auto _ : state) {
     AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, out.data(), scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetLabel(IsaName(ActiveIsa()));
+  state.SetLabel(std::string(IsaName(ActiveIsa())) + " " + DTypeLowerName(type));
   // q.k and p.v: 4 flops per position per head dim.
   state.counters["GFLOP/s"] = benchmark::Counter(4.0 * n_head * hd * n_pos * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_AttentionRow)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionRow)->ArgsProduct({{512, 4096}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 
 // Prompt reading: 64 consecutive query tokens ending at n_pos, the 3 heads
-// of one kv head (as the engine's tasks call it), F16 KV with 3 kv heads of
-// 64 dims per row.
+// of one kv head (as the engine's tasks call it), KV rows of range(1)'s type
+// (as BM_AttentionRow) with 3 kv heads of 64 dims per row.
 void BM_AttentionRows(benchmark::State& state) {
   const int64_t n_pos = state.range(0), n_q = 64;
+  const DType type = BenchKvType(state.range(1));
   const int n_kv = 3, group = 3, hd = 64;
   const int64_t kv_dim = n_kv * hd;
-  std::vector<uint8_t> k(static_cast<size_t>(kv_dim * n_pos) * 2), v(k.size());
-  const std::vector<float> rows = RandomVec(kv_dim, 3);
-  for (int64_t p = 0; p < n_pos; ++p) {
-    StoreKvRow(DType::kF16, rows.data(), kv_dim, &k[static_cast<size_t>(p * kv_dim) * 2]);
-    StoreKvRow(DType::kF16, rows.data(), kv_dim, &v[static_cast<size_t>(p * kv_dim) * 2]);
-  }
-  const KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, 1, hd};
+  std::vector<uint8_t> k, v;
+  FillKvRows(type, kv_dim, n_pos, &k, &v);
+  const size_t rb = RowBytes(type, kv_dim);
+  const KvView kv{type, type, k.data(), v.data(), rb, rb, 1, hd};
   const std::vector<float> q = RandomVec(n_q * group * hd, 4);
   std::vector<int64_t> np(static_cast<size_t>(n_q));
   for (int64_t i = 0; i < n_q; ++i) np[static_cast<size_t>(i)] = n_pos - n_q + 1 + i;
@@ -145,12 +158,12 @@ void BM_AttentionRows(benchmark::State& state) {
                   group * hd, scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetLabel(IsaName(ActiveIsa()));
+  state.SetLabel(std::string(IsaName(ActiveIsa())) + " " + DTypeLowerName(type));
   state.counters["GFLOP/s"] =
       benchmark::Counter(4.0 * n_q * group * hd * static_cast<double>(n_pos) * 1e-9,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_AttentionRows)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionRows)->ArgsProduct({{512, 4096}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 
 void BM_SwiGlu(benchmark::State& state) {
   const int64_t n = state.range(0);

@@ -83,9 +83,11 @@ std::string When(uint64_t now_us, uint64_t then_us) {
 
 // Content fingerprints (and the F16-KV state layout) of the models in
 // `models_dir`, keyed by fingerprint, to name the model a saved cache
-// belongs to. Each file is hashed once (read from disk).
-std::map<std::string, std::pair<std::string, uint64_t>> ModelFingerprints(Env* env, const std::string& models_dir) {
-  std::map<std::string, std::pair<std::string, uint64_t>> out;
+// belongs to (and, through the layout, the KV types it was made with). Each
+// file is hashed once (read from disk).
+std::map<std::string, std::pair<std::string, models::StateLayout>> ModelFingerprints(
+    Env* env, const std::string& models_dir) {
+  std::map<std::string, std::pair<std::string, models::StateLayout>> out;
   auto names = env->ListDir(models_dir);
   if (!names.ok()) return out;
   ThreadPool pool(PhysicalCoreCount());
@@ -96,7 +98,7 @@ std::map<std::string, std::pair<std::string, uint64_t>> ModelFingerprints(Env* e
     const models::StateLayout layout =
         models::StateLayout::ForModel((*model)->config(), DType::kF16, (*model)->config().n_ctx_train);
     cache::ModelBinding b = engine::ComputeModelBinding(**model, layout, &pool);
-    out[b.model_fingerprint] = {name.substr(0, name.size() - 5), b.state_layout_fingerprint};
+    out[b.model_fingerprint] = {name.substr(0, name.size() - 5), layout};
   }
   return out;
 }
@@ -119,7 +121,7 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
       no_key = opened.status().ToString();
     }
   }
-  std::map<std::string, std::pair<std::string, uint64_t>> models;
+  std::map<std::string, std::pair<std::string, models::StateLayout>> models;
   if (store) models = ModelFingerprints(env, models_dir);
   std::unique_ptr<ThreadPool> pool = store ? std::make_unique<ThreadPool>(PhysicalCoreCount()) : nullptr;
 
@@ -167,11 +169,17 @@ int Ls(Env* env, const std::string& dir, const std::string& models_dir) {
     if (m == models.end()) {
       model = "model " + entry->model.model_fingerprint.substr(0, 27) + "... (mismatch: no model in " + models_dir +
               " has this fingerprint)";
-    } else if (m->second.second != entry->model.state_layout_fingerprint) {
-      model = "model " + m->second.first + " (mismatch: another state layout, e.g. another engine version or KV type)";
-    } else {
+    } else if (models::StateLayout made = m->second.second;
+               made.Fingerprint() == entry->model.state_layout_fingerprint) {
       ++matching;
       model = "model " + m->second.first + " (match)";
+    } else if (made.KvTypesOf(entry->model.state_layout_fingerprint, &made.k_type, &made.v_type)) {
+      // Loads into this model where the server runs that KV type.
+      ++matching;
+      model = "model " + m->second.first + " (match, KV cache type " + made.KvTypesText() + ")";
+    } else {
+      model = "model " + m->second.first +
+              " (mismatch: another state layout, e.g. another engine version)";
     }
     std::printf("  %llu tokens  %s  created %s  last used %s\n",
                 static_cast<unsigned long long>(entry->n_tokens), model.c_str(),

@@ -34,7 +34,7 @@ const std::vector<FlagSpec> kFlags = {
     {"min-p", "0.05", "min-p"},
     {"repeat-penalty", "1.0", "repetition penalty (1 = off)"},
     {"seed", "0", "sampling seed (0 = random)"},
-    {"kv-type", "f16", "KV cache type: f16 or f32"},
+    {"kv-type", "f16", "KV cache type: f16, q8_0, q4_0 or f32"},
     {"stats", "", "print prompt/generation speed after each reply", true},
 };
 
@@ -67,9 +67,11 @@ Status Run(const Flags& f) {
   sp.repeat_penalty = static_cast<float>(repeat_penalty);
   sp.seed = static_cast<uint64_t>(seed);
   MX_RETURN_IF_ERROR(engine::ValidateSamplingParams(sp));
-  DType kv_type = f.Get("kv-type") == "f32" ? DType::kF32 : DType::kF16;
-  if (f.Get("kv-type") != "f32" && f.Get("kv-type") != "f16") {
-    return Status::InvalidArgument("--kv-type '" + f.Get("kv-type") + "': expected f16 or f32");
+  const std::string kv_name = f.Get("kv-type");
+  DType kv_type = DType::kF16;
+  if ((kv_name != "f16" && kv_name != "f32" && kv_name != "q8_0" && kv_name != "q4_0") ||
+      !DTypeFromName(kv_name, &kv_type)) {
+    return Status::InvalidArgument("--kv-type '" + kv_name + "': expected f16, q8_0, q4_0 or f32");
   }
 
   Progress progress("loading " + f.Get("model"), true);

@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <cctype>
+
 namespace mx {
 
 DTypeInfo GetDTypeInfo(uint32_t type_id) {
@@ -32,6 +34,29 @@ std::string DTypeName(uint32_t type_id) {
   DTypeInfo info = GetDTypeInfo(type_id);
   if (info.name == nullptr) return "type#" + std::to_string(type_id);
   return info.name;
+}
+
+bool DTypeFromName(std::string_view name, DType* type) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const DTypeInfo info = GetDTypeInfo(id);
+    if (info.name == nullptr || std::string_view(info.name).size() != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size() && same; ++i) {
+      same = std::tolower(static_cast<unsigned char>(name[i])) ==
+             std::tolower(static_cast<unsigned char>(info.name[i]));
+    }
+    if (same) {
+      *type = static_cast<DType>(id);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string DTypeLowerName(DType t) {
+  std::string s = DTypeName(t);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 size_t RowBytes(DType t, int64_t n) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mx {
 
@@ -43,6 +44,12 @@ inline DTypeInfo GetDTypeInfo(DType t) { return GetDTypeInfo(static_cast<uint32_
 // "Q8_0", or "type#<id>" for ids we do not know.
 std::string DTypeName(uint32_t type_id);
 inline std::string DTypeName(DType t) { return DTypeName(static_cast<uint32_t>(t)); }
+
+// The type named `name` ("Q8_0", "q8_0", "f16": DTypeName's names, any
+// case); false when no type has that name.
+bool DTypeFromName(std::string_view name, DType* type);
+// DTypeName in lower case ("q8_0", "f16"), as settings spell types.
+std::string DTypeLowerName(DType t);
 
 // Bytes of one row of n values; 0 when n is not a multiple of the block size
 // or the type is unknown.

@@ -126,6 +126,13 @@ bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, co
   }
   if (!m.found) {
     *why = m.why_none;
+    models::StateLayout made = *runner_.layout();
+    if (m.other_layout_fingerprint != 0 &&
+        made.KvTypesOf(m.other_layout_fingerprint, &made.k_type, &made.v_type)) {
+      // This model's own chat, saved while the server ran another KV type.
+      *why = "the saved cache was made with KV cache type " + made.KvTypesText() +
+             " (this model runs " + runner_.layout()->KvTypesText() + ")";
+    }
     return false;
   }
   const int64_t n_entry = static_cast<int64_t>(m.entry.n_tokens);
@@ -240,7 +247,8 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
     case cache::ReuseKind::kNone:
       if (disk_why.empty()) {
         t.log_ = Rereading(prompt.size(), plan.why_none);
-      } else if (disk_why == "the saved cache was made by another model") {
+      } else if (disk_why.starts_with(
+                     "the saved cache was made ")) {  // by another model / with another KV type
         t.log_ = Rereading(prompt.size(), disk_why + "; " + plan.why_none);
       } else {
         t.log_ = Rereading(prompt.size(), plan.why_none + "; " + disk_why);

@@ -84,14 +84,21 @@ LogitGap MeasureLogitGap(models::Runner& runner, models::SequenceState* a, const
   return gap;
 }
 
+// Param: a reference model's name, optionally ":kv type" (default f16).
 class PromptCacheTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto model = models::Model::Load(Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/" + GetParam() + ".gguf",
+    const std::string name = GetParam().substr(0, GetParam().find(':'));
+    DType kv = DType::kF16;
+    if (GetParam().find(':') != std::string::npos) {
+      ASSERT_TRUE(DTypeFromName(GetParam().substr(GetParam().find(':') + 1), &kv)) << GetParam();
+    }
+    auto model = models::Model::Load(Env::Default(),
+                                     std::string(MATRICXON_REF_DIR) + "/models/" + name + ".gguf",
                                      {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok());
     model_ = std::move(model).value();
-    auto runner = models::Runner::Create(*model_, {.n_threads = 2, .kv_type = DType::kF16, .n_ctx = 2048});
+    auto runner = models::Runner::Create(*model_, {.n_threads = 2, .kv_type = kv, .n_ctx = 2048});
     ASSERT_TRUE(runner.ok());
     runner_ = std::move(runner).value();
   }
@@ -493,13 +500,24 @@ TEST_F(PromptCacheSnapshotTest, TheByteBudgetBoundsTheSnapshotsOfAState) {
   cache.Abandon(std::move(t).value());
 }
 
+std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  std::replace(s.begin(), s.end(), ':', '_');
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest,
-                         ::testing::Values("tiny-llama", "tiny-qwen2-bf16", "tiny-hybrid-nemotron_h"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         ::testing::Values("tiny-llama", "tiny-qwen2-bf16",
+                                           "tiny-hybrid-nemotron_h"),
+                         CaseName);
+
+// Reuse, copies, snapshots and shifts under quantized KV rows: every cached
+// reply still equals a fresh read of the same type.
+INSTANTIATE_TEST_SUITE_P(KvTypes, PromptCacheTest,
+                         ::testing::Values("tiny-llama:q8_0", "tiny-llama:q4_0",
+                                           "tiny-hybrid-nemotron_h:q8_0"),
+                         CaseName);
 
 }  // namespace
 }  // namespace mx::engine

@@ -80,9 +80,12 @@ std::string DivergenceNote(std::span<const int64_t> message_starts, int64_t dive
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const LoadedModel& model, const SchedulerOptions& options,
                                                       Env* env) {
   if (options.n_parallel < 1) return Status::InvalidArgument("scheduler: n_parallel must be >= 1");
-  MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model.model, {.n_threads = options.n_threads,
-                                                                         .kv_type = options.kv_type,
-                                                                         .n_ctx = options.n_ctx}));
+  MX_ASSIGN_OR_RETURN(auto runner,
+                      models::Runner::Create(*model.model, {.n_threads = options.n_threads,
+                                                            .kv_type = options.kv_type,
+                                                            .n_ctx = options.n_ctx,
+                                                            .k_type = options.k_type,
+                                                            .v_type = options.v_type}));
   return std::unique_ptr<Scheduler>(new Scheduler(model, options, env, std::move(runner)));
 }
 

@@ -23,10 +23,11 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <span>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,8 +37,8 @@
 #include "core/status.h"
 #include "engine/cache_events.h"
 #include "engine/loaded_model.h"
-#include "engine/prompt_images.h"
 #include "engine/prompt_cache.h"
+#include "engine/prompt_images.h"
 #include "engine/sampler.h"
 #include "models/runner.h"
 
@@ -52,7 +53,9 @@ struct SchedulerOptions {
   int n_threads = 1;
   int64_t n_ctx = 0;           // 0: the model's, capped at 8192
   int n_parallel = 4;          // sequences decoded at once
-  DType kv_type = DType::kF16;  // attention KV rows: F16 or F32
+  DType kv_type = DType::kF16;  // attention KV rows: F16, F32, Q8_0 or Q4_0 (models::RunnerOptions)
+  std::optional<DType> k_type = std::nullopt;  // keys only, overriding kv_type
+  std::optional<DType> v_type = std::nullopt;  // values only, overriding kv_type
   int64_t prompt_chunk = 256;  // prompt tokens read per step (all sequences together)
   std::string model_name;      // for log lines
   // The RAM pool of cached conversations and, through cache.saved, the

@@ -184,19 +184,43 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
   internal::Ops().attention_rows(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
 }
 
+bool KvTypeSupported(DType type) {
+  return type == DType::kF16 || type == DType::kF32 || type == DType::kQ8_0 || type == DType::kQ4_0;
+}
+
+size_t KvHeadBytes(DType type, int64_t head_dim) {
+  return KvTypeSupported(type) ? RowBytes(type, head_dim) : 0;
+}
+
 void StoreKvRow(DType type, const float* src, int64_t n, uint8_t* dst) {
-  if (type == DType::kF16) {
-    internal::Ops().f32_to_f16(src, n, reinterpret_cast<uint16_t*>(dst));
-  } else {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  switch (type) {
+    case DType::kF16:
+      internal::Ops().f32_to_f16(src, n, reinterpret_cast<uint16_t*>(dst));
+      return;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      // One scalar quantizer for every path: a row is a few hundred values
+      // per layer and token, and the bytes must not depend on the path.
+      internal::QuantizeKvRowRef(type, src, dst, n);
+      return;
+    default:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
   }
 }
 
 void LoadKvRow(DType type, const uint8_t* src, int64_t n, float* dst) {
-  if (type == DType::kF16) {
-    internal::Ops().f16_to_f32(reinterpret_cast<const uint16_t*>(src), n, dst);
-  } else {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  switch (type) {
+    case DType::kF16:
+      internal::Ops().f16_to_f32(reinterpret_cast<const uint16_t*>(src), n, dst);
+      return;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      DequantizeRow(type, src, dst, n);
+      return;
+    default:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
   }
 }
 

@@ -109,6 +109,9 @@ bool DequantizeSupportedRef(DType type);
 void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out);
 void QuantizeQ8_32Ref(const float* x, int64_t n, Q8Block32* out);
 bool QuantizeSupportedRef(DType type);
+// Q8_0 / Q4_0 KV rows rounded as kernels.h StoreKvRow states; false (nothing
+// written) for other types or n not a multiple of 32.
+bool QuantizeKvRowRef(DType type, const float* src, uint8_t* dst, int64_t n);
 
 // The SIMD gemms (matmul_avx2.cc, matmul_avx512.cc).
 bool GemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,

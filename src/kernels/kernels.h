@@ -142,20 +142,38 @@ void Silu(float* x, int64_t n);
 // y[i] += x[i].
 void Add(const float* x, int64_t n, float* y);
 
+// KV row types (MATRICXON_KV_TYPE): F16 (default), F32, and llama.cpp's
+// Q8_0 and Q4_0 blocks (32 values per block: 34 and 18 bytes). K and V may
+// differ. A quantized row holds whole blocks per head, so heads of a
+// quantized K or V must be multiples of kKvBlockValues wide.
+inline constexpr int kKvBlockValues = 32;
+// True for the four KV row types.
+bool KvTypeSupported(DType type);
+// Bytes of one head's slice of a KV row (also the offset of kv head h + 1
+// from kv head h); 0 when head_dim does not fit the type's blocks.
+size_t KvHeadBytes(DType type, int64_t head_dim);
+
 // KV rows of one attention layer for one sequence: row p holds the keys
-// (values) of position p for all kv heads, [n_kv_head, head_dim] contiguous.
+// (values) of position p for all kv heads, [n_kv_head, head_dim] contiguous,
+// each head's slice KvHeadBytes(type, head_dim) bytes.
 struct KvView {
-  DType type = DType::kF16;    // F16 or F32
-  const uint8_t* k = nullptr;  // row p at k + p * row_bytes
-  const uint8_t* v = nullptr;
-  size_t row_bytes = 0;
+  DType k_type = DType::kF16;  // any KvTypeSupported type
+  DType v_type = DType::kF16;
+  const uint8_t* k = nullptr;  // row p at k + p * k_row_bytes
+  const uint8_t* v = nullptr;  // row p at v + p * v_row_bytes
+  size_t k_row_bytes = 0;
+  size_t v_row_bytes = 0;
   int n_kv_head = 0;
-  int head_dim = 0;
+  int head_dim = 0;  // a multiple of kKvBlockValues when K or V is quantized
 };
 
 // Causal attention of one query token over KV rows [0, n_pos):
 // for head h (kv head h / (n_head / n_kv_head)):
 //   out[h] = sum_p softmax_p(scale * q[h] . k_p) * v_p.
+// Quantized K and V rows are read as they are stored: each block is widened
+// to f32 in registers (or a small per-thread panel of a few rows) as the
+// kernel reaches it; d * q is exact in f32, so the arithmetic is the F16 /
+// F32 kernels' on the dequantized values, in the same fixed order.
 // q: [n_head, head_dim] f32; out: [n_head, head_dim] f32; scratch: >=
 // AttentionScratchFloats(n_pos, head_dim) floats. Single-threaded; the caller
 // parallelises over tokens and heads.
@@ -193,9 +211,15 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
 // and S. Single-threaded; the caller parallelises over heads.
 void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
                int64_t d_k, int64_t d_v, float* delta, float* out);
-// Writes n f32 values to a KV row of `type` (F16 rounds to nearest even).
+// Writes n f32 values to a KV row of `type`, rounded as llama.cpp's CPU
+// backend writes its KV cache (ggml set_rows): F16 to nearest even; Q8_0 as
+// its x86 quantize_row_q8_0 (a = max |x| of the block, d = fp16(a / 127),
+// q = x * (127 / a) rounded to nearest even); Q4_0 as quantize_row_q4_0_ref
+// (m = the first value of largest magnitude, d = m / -8, q = min(15,
+// trunc(x / d + 8.5))); F32 copies. The same bytes on every path.
+// REQUIRES: KvTypeSupported(type); n a multiple of 32 for Q8_0 / Q4_0.
 void StoreKvRow(DType type, const float* src, int64_t n, uint8_t* dst);
-// Reads n values of a KV row of `type` into f32.
+// Reads n values of a KV row of `type` into f32 (exact).
 void LoadKvRow(DType type, const uint8_t* src, int64_t n, float* dst);
 
 }  // namespace mx::kernels

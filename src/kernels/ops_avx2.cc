@@ -1,5 +1,6 @@
 // AVX2 path for the vector kernels: KV row conversion (F16C, RNE), RMS norm
-// sums, SwiGLU / SiLU with a SIMD exp, and attention (AttentionRows). Tails run
+// sums, SwiGLU / SiLU with a SIMD exp, and attention (AttentionRows) over F16,
+// F32, Q8_0 and Q4_0 K/V rows. Tails run
 // through the same vector code with masks, so an element's value never
 // depends on where it sits in the array.
 #include <cmath>
@@ -169,16 +170,31 @@ float ExpAndSum(float* s, int64_t n) {
   return HSum(sum);
 }
 
-// NQ queries of one head; K/V of that head at kv.k/v + offset.
+// Calls f(loader) with the row loader of `type` (the scores read K with
+// theirs and the weighted sums V with theirs, so each kernel exists once per
+// type, not once per K/V pair).
+template <class F>
+void WithLoader(DType type, F&& f) {
+  switch (type) {
+    case DType::kF32:
+      f(avx2::LoadF32{});
+      break;
+    case DType::kQ8_0:
+      f(avx2::LoadQ8_0{});
+      break;
+    case DType::kQ4_0:
+      f(avx2::LoadQ4_0{});
+      break;
+    default:
+      f(avx2::LoadF16{});
+      break;
+  }
+}
+
+// Scores s[i][p] of NQ queries of one head against key rows [0, n_max).
 template <class L, int NQ>
-void AttentionTile(const float* const* q, const int64_t* n_pos, const KvView& kv, size_t offset,
-                   float scale, float* const* out, float* const* s) {
-  const int hd = kv.head_dim;
-  const uint8_t* k = kv.k + offset;
-  const uint8_t* v = kv.v + offset;
-  const size_t rb = kv.row_bytes;
-  int64_t n_max = 0;
-  for (int i = 0; i < NQ; ++i) n_max = n_pos[i] > n_max ? n_pos[i] : n_max;
+void TileScores(const float* const* q, const uint8_t* k, size_t rb, int hd, float scale,
+                float* const* s, int64_t n_max) {
   int64_t p = 0;
   for (; p + 4 <= n_max; p += 4) ScoresAll<L, 4>(NQ, q, k, rb, hd, scale, s, p);
   switch (n_max - p) {
@@ -194,9 +210,13 @@ void AttentionTile(const float* const* q, const int64_t* n_pos, const KvView& kv
     default:
       break;
   }
-  __m256 inv[NQ];  // 0 for a query without positions: its output is zeros
-  for (int i = 0; i < NQ; ++i)
-    inv[i] = _mm256_set1_ps(n_pos[i] > 0 ? 1.0f / ExpAndSum(s[i], n_pos[i]) : 0.0f);
+}
+
+// out[i] = inv[i] * sum_{p < n_pos[i]} s[i][p] * v_p, one FMA chain per
+// output vector over p in order.
+template <class L, int NQ>
+void TileSum(const int64_t* n_pos, const uint8_t* v, size_t rb, int hd, const float* const* s,
+             const __m256* inv, int64_t n_max, float* const* out) {
   for (int d0 = 0; d0 < hd; d0 += 16) {
     const int cnt0 = hd - d0 >= 8 ? 8 : hd - d0;
     const int cnt1 = hd - d0 - 8 >= 8 ? 8 : (hd - d0 - 8 > 0 ? hd - d0 - 8 : 0);
@@ -224,13 +244,29 @@ void AttentionTile(const float* const* q, const int64_t* n_pos, const KvView& kv
   }
 }
 
-template <class L>
-void AttentionRowsTyped(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
-                        const int64_t* n_pos, float scale, float* out, int64_t ldo,
-                        float* scratch) {
+// NQ queries of one head; K/V of that head at kv.k + k_off, kv.v + v_off.
+template <int NQ>
+void AttentionTile(const float* const* q, const int64_t* n_pos, const KvView& kv, size_t k_off,
+                   size_t v_off, float scale, float* const* out, float* const* s) {
+  const int hd = kv.head_dim;
+  int64_t n_max = 0;
+  for (int i = 0; i < NQ; ++i) n_max = n_pos[i] > n_max ? n_pos[i] : n_max;
+  WithLoader(kv.k_type, [&](auto l) {
+    TileScores<decltype(l), NQ>(q, kv.k + k_off, kv.k_row_bytes, hd, scale, s, n_max);
+  });
+  __m256 inv[NQ];  // 0 for a query without positions: its output is zeros
+  for (int i = 0; i < NQ; ++i)
+    inv[i] = _mm256_set1_ps(n_pos[i] > 0 ? 1.0f / ExpAndSum(s[i], n_pos[i]) : 0.0f);
+  WithLoader(kv.v_type, [&](auto l) {
+    TileSum<decltype(l), NQ>(n_pos, kv.v + v_off, kv.v_row_bytes, hd, s, inv, n_max, out);
+  });
+}
+
+void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch) {
   const int hd = kv.head_dim;
   const int group = kv.n_kv_head > 0 && n_head >= kv.n_kv_head ? n_head / kv.n_kv_head : 1;
-  const size_t elt = kv.type == DType::kF16 ? 2 : 4;
+  const size_t k_head = RowBytes(kv.k_type, hd), v_head = RowBytes(kv.v_type, hd);
   for (int64_t i0 = 0; i0 < n_q; i0 += kQT) {
     const int nq = static_cast<int>(n_q - i0 < kQT ? n_q - i0 : kQT);
     int64_t n_max = 0;
@@ -251,31 +287,23 @@ void AttentionRowsTyped(const float* q, int64_t ldq, int64_t n_q, int n_head, co
         }
         continue;
       }
-      const size_t offset = static_cast<size_t>(h / group) * static_cast<size_t>(hd) * elt;
+      const size_t k_off = static_cast<size_t>(h / group) * k_head;
+      const size_t v_off = static_cast<size_t>(h / group) * v_head;
       switch (nq) {
         case 4:
-          AttentionTile<L, 4>(qs, np, kv, offset, scale, os, ss);
+          AttentionTile<4>(qs, np, kv, k_off, v_off, scale, os, ss);
           break;
         case 3:
-          AttentionTile<L, 3>(qs, np, kv, offset, scale, os, ss);
+          AttentionTile<3>(qs, np, kv, k_off, v_off, scale, os, ss);
           break;
         case 2:
-          AttentionTile<L, 2>(qs, np, kv, offset, scale, os, ss);
+          AttentionTile<2>(qs, np, kv, k_off, v_off, scale, os, ss);
           break;
         default:
-          AttentionTile<L, 1>(qs, np, kv, offset, scale, os, ss);
+          AttentionTile<1>(qs, np, kv, k_off, v_off, scale, os, ss);
           break;
       }
     }
-  }
-}
-
-void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
-                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch) {
-  if (kv.type == DType::kF16) {
-    AttentionRowsTyped<avx2::LoadF16>(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
-  } else {
-    AttentionRowsTyped<avx2::LoadF32>(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
   }
 }
 

@@ -1,5 +1,6 @@
 // AVX-512 path for the vector kernels: KV row conversion (F16C, RNE), RMS
-// norm sums, SwiGLU / SiLU with a SIMD exp, and attention (AttentionRows). Tails
+// norm sums, SwiGLU / SiLU with a SIMD exp, and attention (AttentionRows) over
+// F16, F32, Q8_0 and Q4_0 K/V rows. Tails
 // run through the same vector code with masks, so an element's value never
 // depends on where it sits in the array.
 #include <cmath>
@@ -108,6 +109,35 @@ struct RowSet {
   int64_t n_pos[kRowTile];
   int n = 0;
 };
+
+// One kv head's K and V rows: each its own type and row stride.
+struct HeadKv {
+  const uint8_t* k;
+  const uint8_t* v;
+  size_t k_rb, v_rb;
+  DType k_type, v_type;
+};
+
+// Calls f(loader) with the row loader of `type` (the phases that read K and
+// those that read V pick theirs apart, so the kernels exist once per type,
+// not once per K/V pair).
+template <class F>
+void WithLoader(DType type, F&& f) {
+  switch (type) {
+    case DType::kF32:
+      f(avx512::LoadF32{});
+      break;
+    case DType::kQ8_0:
+      f(avx512::LoadQ8_0{});
+      break;
+    case DType::kQ4_0:
+      f(avx512::LoadQ4_0{});
+      break;
+    default:
+      f(avx512::LoadF16{});
+      break;
+  }
+}
 
 // In-register transpose: r[i] holds row i (16 columns) on entry, column i on exit.
 __attribute__((always_inline)) inline void Transpose16(__m512* r) {
@@ -265,32 +295,32 @@ void WeightedSumFew(const RowSet& rs, const uint8_t* v, size_t rb, int hd, const
   }
 }
 
-template <class L, int NR>
-void AttendFewTyped(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd,
-                    float scale, int64_t n_max, float* scratch) {
+template <int NR>
+void AttendFewTyped(RowSet& rs, const HeadKv& kv, int hd, float scale, int64_t n_max,
+                    float* scratch) {
   for (int i = 0; i < NR; ++i) rs.s[i] = scratch + i * Up16(n_max);
-  ScoresFew<L, NR>(rs, k, rb, hd, scale, n_max);
+  WithLoader(kv.k_type,
+             [&](auto l) { ScoresFew<decltype(l), NR>(rs, kv.k, kv.k_rb, hd, scale, n_max); });
   float inv[NR];  // 0 for a row without positions: its output is zeros
   for (int i = 0; i < NR; ++i) inv[i] = rs.n_pos[i] > 0 ? 1.0f / ExpAndSum(rs.s[i], rs.n_pos[i]) : 0.0f;
-  WeightedSumFew<L, NR>(rs, v, rb, hd, inv);
+  WithLoader(kv.v_type,
+             [&](auto l) { WeightedSumFew<decltype(l), NR>(rs, kv.v, kv.v_rb, hd, inv); });
 }
 
-template <class L>
-void AttendFew(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd, float scale,
-               int64_t n_max, float* scratch) {
+void AttendFew(RowSet& rs, const HeadKv& kv, int hd, float scale, int64_t n_max, float* scratch) {
   static_assert(kManyRows == 5, "AttendFew handles 1..4 rows");
   switch (rs.n) {
     case 4:
-      AttendFewTyped<L, 4>(rs, k, v, rb, hd, scale, n_max, scratch);
+      AttendFewTyped<4>(rs, kv, hd, scale, n_max, scratch);
       break;
     case 3:
-      AttendFewTyped<L, 3>(rs, k, v, rb, hd, scale, n_max, scratch);
+      AttendFewTyped<3>(rs, kv, hd, scale, n_max, scratch);
       break;
     case 2:
-      AttendFewTyped<L, 2>(rs, k, v, rb, hd, scale, n_max, scratch);
+      AttendFewTyped<2>(rs, kv, hd, scale, n_max, scratch);
       break;
     default:
-      AttendFewTyped<L, 1>(rs, k, v, rb, hd, scale, n_max, scratch);
+      AttendFewTyped<1>(rs, kv, hd, scale, n_max, scratch);
       break;
   }
 }
@@ -440,9 +470,9 @@ void WeightedSumMany(const float* st, const __m512i* npos, const uint8_t* v, siz
   }
 }
 
-template <class L, int G>
-void AttendManyTyped(const RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd,
-                     float scale, int64_t n_max, float* scratch) {
+template <int G>
+void AttendManyTyped(const RowSet& rs, const HeadKv& kv, int hd, float scale, int64_t n_max,
+                     float* scratch) {
   constexpr int W = 16 * G;
   const int hdp = static_cast<int>(Up16(hd));
   float* st = scratch;                             // [Up16(n_max)][W]
@@ -459,10 +489,14 @@ void AttendManyTyped(const RowSet& rs, const uint8_t* k, const uint8_t* v, size_
   __m512i npos[G];
   for (int g = 0; g < G; ++g) npos[g] = _mm512_load_si512(np + 16 * g);
 
-  ScoresMany<L, G>(qt, k, rb, hd, hdp, scale, n_max, kvf, st);
+  WithLoader(kv.k_type, [&](auto l) {
+    ScoresMany<decltype(l), G>(qt, kv.k, kv.k_rb, hd, hdp, scale, n_max, kvf, st);
+  });
   __m512 inv[G];
   for (int g = 0; g < G; ++g) inv[g] = ExpAndSumMany<G>(st, g, npos[g], n_max);
-  WeightedSumMany<L, G>(st, npos, v, rb, hd, hdp, n_max, kvf, ot);
+  WithLoader(kv.v_type, [&](auto l) {
+    WeightedSumMany<decltype(l), G>(st, npos, kv.v, kv.v_rb, hd, hdp, n_max, kvf, ot);
+  });
 
   for (int d = 0; d < hd; ++d) {
     for (int g = 0; g < G; ++g) {
@@ -475,10 +509,8 @@ void AttendManyTyped(const RowSet& rs, const uint8_t* k, const uint8_t* v, size_
   }
 }
 
-// All rows of `rs` read the kv head whose K/V start at k / v.
-template <class L>
-void AttendSet(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd, float scale,
-               float* scratch) {
+// All rows of `rs` read the kv head `kv`.
+void AttendSet(RowSet& rs, const HeadKv& kv, int hd, float scale, float* scratch) {
   int64_t n_max = 0;
   for (int r = 0; r < rs.n; ++r) n_max = rs.n_pos[r] > n_max ? rs.n_pos[r] : n_max;
   if (n_max <= 0) {
@@ -488,26 +520,27 @@ void AttendSet(RowSet& rs, const uint8_t* k, const uint8_t* v, size_t rb, int hd
     return;
   }
   if (rs.n < kManyRows) {
-    AttendFew<L>(rs, k, v, rb, hd, scale, n_max, scratch);
+    AttendFew(rs, kv, hd, scale, n_max, scratch);
   } else if (rs.n <= 16) {
-    AttendManyTyped<L, 1>(rs, k, v, rb, hd, scale, n_max, scratch);
+    AttendManyTyped<1>(rs, kv, hd, scale, n_max, scratch);
   } else {
-    AttendManyTyped<L, 2>(rs, k, v, rb, hd, scale, n_max, scratch);
+    AttendManyTyped<2>(rs, kv, hd, scale, n_max, scratch);
   }
 }
 
-template <class L>
-void AttentionRowsTyped(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
-                        const int64_t* n_pos, float scale, float* out, int64_t ldo,
-                        float* scratch) {
+void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch) {
   const int hd = kv.head_dim;
   const int n_kv = kv.n_kv_head > 0 ? kv.n_kv_head : 1;
   const int group = n_head >= n_kv ? n_head / n_kv : 1;
-  const size_t elt = kv.type == DType::kF16 ? 2 : 4;
+  const size_t k_head = RowBytes(kv.k_type, hd), v_head = RowBytes(kv.v_type, hd);
   for (int kvh = 0; kvh < n_kv && kvh * group < n_head; ++kvh) {
-    const size_t offset = static_cast<size_t>(kvh) * static_cast<size_t>(hd) * elt;
-    const uint8_t* k = kv.k + offset;
-    const uint8_t* v = kv.v + offset;
+    const HeadKv head{kv.k + static_cast<size_t>(kvh) * k_head,
+                      kv.v + static_cast<size_t>(kvh) * v_head,
+                      kv.k_row_bytes,
+                      kv.v_row_bytes,
+                      kv.k_type,
+                      kv.v_type};
     RowSet rs;
     for (int64_t i = 0; i < n_q; ++i) {
       for (int g = 0; g < group; ++g) {
@@ -516,21 +549,12 @@ void AttentionRowsTyped(const float* q, int64_t ldq, int64_t n_q, int n_head, co
         rs.out[rs.n] = out + i * ldo + h * hd;
         rs.n_pos[rs.n] = n_pos[i];
         if (++rs.n == kRowTile) {
-          AttendSet<L>(rs, k, v, kv.row_bytes, hd, scale, scratch);
+          AttendSet(rs, head, hd, scale, scratch);
           rs.n = 0;
         }
       }
     }
-    if (rs.n > 0) AttendSet<L>(rs, k, v, kv.row_bytes, hd, scale, scratch);
-  }
-}
-
-void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
-                   const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch) {
-  if (kv.type == DType::kF16) {
-    AttentionRowsTyped<avx512::LoadF16>(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
-  } else {
-    AttentionRowsTyped<avx512::LoadF32>(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
+    if (rs.n > 0) AttendSet(rs, head, hd, scale, scratch);
   }
 }
 

@@ -92,14 +92,22 @@ void Silu(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = SiluOne(x[i]);
 }
 
-// One head's slice of KV row p as f32 (F16 widened into `tmp`).
-const float* KvSlice(const KvView& kv, const uint8_t* base, int64_t p, size_t offset, float* tmp) {
-  const uint8_t* src = base + static_cast<size_t>(p) * kv.row_bytes + offset;
-  if (kv.type == DType::kF16) {
-    F16ToF32Row(reinterpret_cast<const uint16_t*>(src), kv.head_dim, tmp);
-    return tmp;
+// One head's slice (at byte `offset` of row p of K or V) as f32 in `tmp`.
+const float* KvSlice(DType type, const uint8_t* base, size_t row_bytes, int64_t p, size_t offset,
+                     int hd, float* tmp) {
+  const uint8_t* src = base + static_cast<size_t>(p) * row_bytes + offset;
+  switch (type) {
+    case DType::kF16:
+      F16ToF32Row(reinterpret_cast<const uint16_t*>(src), hd, tmp);
+      break;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      DequantizeRowRef(type, src, tmp, hd);
+      break;
+    default:
+      std::memcpy(tmp, src, static_cast<size_t>(hd) * 4);
+      break;
   }
-  std::memcpy(tmp, src, static_cast<size_t>(kv.head_dim) * 4);
   return tmp;
 }
 
@@ -107,17 +115,19 @@ void AttentionOne(const float* q, int n_head, const KvView& kv, int64_t n_pos, f
                   float* out, float* scratch) {
   const int hd = kv.head_dim;
   const int group = kv.n_kv_head > 0 && n_head >= kv.n_kv_head ? n_head / kv.n_kv_head : 1;
-  const size_t elt = kv.type == DType::kF16 ? 2 : 4;
+  const size_t k_head = RowBytes(kv.k_type, hd), v_head = RowBytes(kv.v_type, hd);
   std::vector<float> row(static_cast<size_t>(hd));
   for (int h = 0; h < n_head; ++h) {
     const float* qh = q + static_cast<int64_t>(h) * hd;
     float* oh = out + static_cast<int64_t>(h) * hd;
     for (int d = 0; d < hd; ++d) oh[d] = 0.0f;
     if (n_pos <= 0) continue;
-    const size_t offset = static_cast<size_t>(h / group) * static_cast<size_t>(hd) * elt;
+    const size_t k_off = static_cast<size_t>(h / group) * k_head;
+    const size_t v_off = static_cast<size_t>(h / group) * v_head;
     float max = -INFINITY;
     for (int64_t p = 0; p < n_pos; ++p) {
-      scratch[p] = Dot(qh, KvSlice(kv, kv.k, p, offset, row.data()), hd) * scale;
+      const float* k = KvSlice(kv.k_type, kv.k, kv.k_row_bytes, p, k_off, hd, row.data());
+      scratch[p] = Dot(qh, k, hd) * scale;
       max = std::fmax(max, scratch[p]);
     }
     float sum = 0.0f;
@@ -126,7 +136,7 @@ void AttentionOne(const float* q, int n_head, const KvView& kv, int64_t n_pos, f
       sum += scratch[p];
     }
     for (int64_t p = 0; p < n_pos; ++p) {
-      const float* v = KvSlice(kv, kv.v, p, offset, row.data());
+      const float* v = KvSlice(kv.v_type, kv.v, kv.v_row_bytes, p, v_off, hd, row.data());
       const float e = scratch[p];
       for (int d = 0; d < hd; ++d) oh[d] += e * v[d];
     }

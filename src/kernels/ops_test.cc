@@ -404,31 +404,52 @@ struct AttnCase {
   int64_t n_pos;
 };
 
-void CheckAttention(DType kv_type, const AttnCase& c) {
-  SCOPED_TRACE(DTypeName(kv_type) + " heads " + std::to_string(c.n_head) + "/" +
+// The K/V type pairs the attention tests run: the plain types, the
+// quantized ones, and mixed pairs (K and V may differ). Quantized types only
+// for head dims that hold whole blocks.
+std::vector<std::pair<DType, DType>> KvPairs(int head_dim) {
+  std::vector<std::pair<DType, DType>> out = {{DType::kF32, DType::kF32},
+                                              {DType::kF16, DType::kF16}};
+  if (head_dim % kKvBlockValues == 0) {
+    out.insert(out.end(), {{DType::kQ8_0, DType::kQ8_0},
+                           {DType::kQ4_0, DType::kQ4_0},
+                           {DType::kQ8_0, DType::kQ4_0},
+                           {DType::kF16, DType::kQ8_0},
+                           {DType::kQ4_0, DType::kF32}});
+  }
+  return out;
+}
+
+std::string PairName(DType k, DType v) { return "K " + DTypeName(k) + " V " + DTypeName(v); }
+
+void CheckAttention(DType k_type, DType v_type, const AttnCase& c) {
+  SCOPED_TRACE(PairName(k_type, v_type) + " heads " + std::to_string(c.n_head) + "/" +
                std::to_string(c.n_kv_head) + " dim " + std::to_string(c.head_dim) + " n_pos " +
                std::to_string(c.n_pos));
   const int64_t kv_dim = int64_t{c.n_kv_head} * c.head_dim;
-  const size_t elt = kv_type == DType::kF16 ? 2 : 4;
-  const size_t row_bytes = static_cast<size_t>(kv_dim) * elt + 8;  // padded rows
-  std::vector<uint8_t> k(row_bytes * static_cast<size_t>(c.n_pos)), v(k.size());
+  const size_t k_rb = KvHeadBytes(k_type, c.head_dim) * c.n_kv_head + 8;  // padded rows
+  const size_t v_rb = KvHeadBytes(v_type, c.head_dim) * c.n_kv_head + 4;
+  std::vector<uint8_t> k(k_rb * static_cast<size_t>(c.n_pos)),
+      v(v_rb * static_cast<size_t>(c.n_pos));
   std::vector<float> kf(static_cast<size_t>(kv_dim * c.n_pos)), vf(kf.size());  // as stored
   for (int64_t p = 0; p < c.n_pos; ++p) {
     const std::vector<float> kr = RandomVec(kv_dim, static_cast<uint32_t>(2 * p + 1));
     const std::vector<float> vr = RandomVec(kv_dim, static_cast<uint32_t>(2 * p + 2));
-    StoreKvRow(kv_type, kr.data(), kv_dim, &k[static_cast<size_t>(p) * row_bytes]);
-    StoreKvRow(kv_type, vr.data(), kv_dim, &v[static_cast<size_t>(p) * row_bytes]);
-    LoadKvRow(kv_type, &k[static_cast<size_t>(p) * row_bytes], kv_dim,
+    StoreKvRow(k_type, kr.data(), kv_dim, &k[static_cast<size_t>(p) * k_rb]);
+    StoreKvRow(v_type, vr.data(), kv_dim, &v[static_cast<size_t>(p) * v_rb]);
+    LoadKvRow(k_type, &k[static_cast<size_t>(p) * k_rb], kv_dim,
               &kf[static_cast<size_t>(p * kv_dim)]);
-    LoadKvRow(kv_type, &v[static_cast<size_t>(p) * row_bytes], kv_dim,
+    LoadKvRow(v_type, &v[static_cast<size_t>(p) * v_rb], kv_dim,
               &vf[static_cast<size_t>(p * kv_dim)]);
   }
   const std::vector<float> q = RandomVec(int64_t{c.n_head} * c.head_dim, 3, 0.5f);
   KvView kv;
-  kv.type = kv_type;
+  kv.k_type = k_type;
+  kv.v_type = v_type;
   kv.k = k.data();
   kv.v = v.data();
-  kv.row_bytes = row_bytes;
+  kv.k_row_bytes = k_rb;
+  kv.v_row_bytes = v_rb;
   kv.n_kv_head = c.n_kv_head;
   kv.head_dim = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -466,58 +487,78 @@ void CheckAttention(DType kv_type, const AttnCase& c) {
 TEST_P(OpsTest, AttentionRowMatchesDouble) {
   const AttnCase cases[] = {{4, 2, 32, 1},   {4, 2, 64, 7},   {6, 2, 64, 100}, {2, 2, 40, 33},
                             {8, 1, 128, 65}, {3, 3, 24, 300}, {1, 1, 80, 2}};
-  for (DType t : {DType::kF32, DType::kF16}) {
-    for (const AttnCase& c : cases) CheckAttention(t, c);
+  for (const AttnCase& c : cases) {
+    for (const auto& [kt, vt] : KvPairs(c.head_dim)) CheckAttention(kt, vt, c);
   }
+}
+
+// K/V rows of n_pos positions, kv_dim values each, of the given types
+// (random values, seeds from `seed`), and a view of them.
+struct KvRows {
+  std::vector<uint8_t> k, v;
+  KvView view;
+};
+KvRows MakeKvRows(DType kt, DType vt, int n_kv, int hd, int64_t n_pos, uint32_t seed) {
+  const int64_t kv_dim = int64_t{n_kv} * hd;
+  KvRows r;
+  const size_t k_rb = KvHeadBytes(kt, hd) * n_kv, v_rb = KvHeadBytes(vt, hd) * n_kv;
+  r.k.resize(k_rb * static_cast<size_t>(n_pos));
+  r.v.resize(v_rb * static_cast<size_t>(n_pos));
+  for (int64_t p = 0; p < n_pos; ++p) {
+    StoreKvRow(kt, RandomVec(kv_dim, seed + static_cast<uint32_t>(p)).data(), kv_dim,
+               &r.k[static_cast<size_t>(p) * k_rb]);
+    StoreKvRow(vt, RandomVec(kv_dim, seed + 1000 + static_cast<uint32_t>(p)).data(), kv_dim,
+               &r.v[static_cast<size_t>(p) * v_rb]);
+  }
+  r.view = KvView{kt, vt, r.k.data(), r.v.data(), k_rb, v_rb, n_kv, hd};
+  return r;
+}
+
+// A view of kv head h's slices only.
+KvView OneHead(const KvView& kv, int kv_head) {
+  KvView one = kv;
+  one.k += static_cast<size_t>(kv_head) * KvHeadBytes(kv.k_type, kv.head_dim);
+  one.v += static_cast<size_t>(kv_head) * KvHeadBytes(kv.v_type, kv.head_dim);
+  one.n_kv_head = 1;
+  return one;
 }
 
 TEST_P(OpsTest, AttentionRowPerHeadCallsMatchAllHeads) {
   // The engine may call one head at a time with a view offset to its kv head.
-  const int n_head = 4, n_kv = 2, hd = 48;
-  const int64_t n_pos = 29, kv_dim = n_kv * hd;
-  std::vector<uint8_t> k(static_cast<size_t>(kv_dim * n_pos) * 2), v(k.size());
-  for (int64_t p = 0; p < n_pos; ++p) {
-    StoreKvRow(DType::kF16, RandomVec(kv_dim, static_cast<uint32_t>(p)).data(), kv_dim,
-               &k[static_cast<size_t>(p * kv_dim * 2)]);
-    StoreKvRow(DType::kF16, RandomVec(kv_dim, static_cast<uint32_t>(p + 99)).data(), kv_dim,
-               &v[static_cast<size_t>(p * kv_dim * 2)]);
-  }
-  const std::vector<float> q = RandomVec(n_head * hd, 4);
-  KvView kv{DType::kF16, k.data(), v.data(), static_cast<size_t>(kv_dim) * 2, n_kv, hd};
-  std::vector<float> all(q.size()), scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
-  AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, all.data(), scratch.data());
-  for (int h = 0; h < n_head; ++h) {
-    KvView one = kv;
-    const size_t off = static_cast<size_t>(h / (n_head / n_kv) * hd) * 2;
-    one.k += off;
-    one.v += off;
-    one.n_kv_head = 1;
-    std::vector<float> out(static_cast<size_t>(hd));
-    AttentionRow(&q[static_cast<size_t>(h * hd)], 1, one, n_pos, 0.125f, out.data(),
-                 scratch.data());
-    ASSERT_EQ(
-        0, std::memcmp(out.data(), &all[static_cast<size_t>(h * hd)], static_cast<size_t>(hd) * 4))
-        << h;
+  for (int hd : {48, 64}) {
+    for (const auto& [kt, vt] : KvPairs(hd)) {
+      SCOPED_TRACE(PairName(kt, vt) + " head_dim " + std::to_string(hd));
+      const int n_head = 4, n_kv = 2;
+      const int64_t n_pos = 29;
+      const KvRows rows = MakeKvRows(kt, vt, n_kv, hd, n_pos, 0);
+      const KvView& kv = rows.view;
+      const std::vector<float> q = RandomVec(n_head * hd, 4);
+      std::vector<float> all(q.size()),
+          scratch(static_cast<size_t>(AttentionScratchFloats(n_pos, hd)));
+      AttentionRow(q.data(), n_head, kv, n_pos, 0.125f, all.data(), scratch.data());
+      for (int h = 0; h < n_head; ++h) {
+        const KvView one = OneHead(kv, h / (n_head / n_kv));
+        std::vector<float> out(static_cast<size_t>(hd));
+        AttentionRow(&q[static_cast<size_t>(h * hd)], 1, one, n_pos, 0.125f, out.data(),
+                     scratch.data());
+        ASSERT_EQ(0, std::memcmp(out.data(), &all[static_cast<size_t>(h * hd)],
+                                 static_cast<size_t>(hd) * 4))
+            << h;
+      }
+    }
   }
 }
 
 TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
   // Prompt reading batches queries of one sequence; each query must get the
   // bytes it gets alone (batch invariance), whatever the tile it lands in.
-  for (DType t : {DType::kF32, DType::kF16}) {
-    for (int hd : {64, 40, 128}) {
-      SCOPED_TRACE(DTypeName(t) + " head_dim " + std::to_string(hd));
+  for (int hd : {64, 40, 128}) {
+    for (const auto& [kt, vt] : KvPairs(hd)) {
+      SCOPED_TRACE(PairName(kt, vt) + " head_dim " + std::to_string(hd));
       const int n_head = 6, n_kv = 2;
-      const int64_t kv_dim = int64_t{n_kv} * hd, max_pos = 150;
-      const size_t elt = t == DType::kF16 ? 2 : 4;
-      std::vector<uint8_t> k(static_cast<size_t>(kv_dim * max_pos) * elt), v(k.size());
-      for (int64_t p = 0; p < max_pos; ++p) {
-        StoreKvRow(t, RandomVec(kv_dim, static_cast<uint32_t>(p)).data(), kv_dim,
-                   &k[static_cast<size_t>(p * kv_dim) * elt]);
-        StoreKvRow(t, RandomVec(kv_dim, static_cast<uint32_t>(p + 500)).data(), kv_dim,
-                   &v[static_cast<size_t>(p * kv_dim) * elt]);
-      }
-      const KvView kv{t, k.data(), v.data(), static_cast<size_t>(kv_dim) * elt, n_kv, hd};
+      const int64_t max_pos = 150;
+      const KvRows rows = MakeKvRows(kt, vt, n_kv, hd, max_pos, 0);
+      const KvView& kv = rows.view;
       const int64_t n_q = 11, dim = int64_t{n_head} * hd;
       const std::vector<float> q = RandomVec(n_q * dim, 7);
       // Causal positions 117..127 (33 rows per kv head: two row sets, two key
@@ -544,10 +585,7 @@ TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
         // the work when a batch has few queries) gives the same bytes too.
         std::vector<float> per_head(batched.size(), -1.0f);
         for (int h = 0; h < n_head; ++h) {
-          KvView one = kv;
-          one.k += static_cast<size_t>(h / (n_head / n_kv) * hd) * elt;
-          one.v += static_cast<size_t>(h / (n_head / n_kv) * hd) * elt;
-          one.n_kv_head = 1;
+          const KvView one = OneHead(kv, h / (n_head / n_kv));
           AttentionRows(&q[static_cast<size_t>(h * hd)], dim, n_q, 1, one, n_pos.data(), 0.2f,
                         &per_head[static_cast<size_t>(h * hd)], dim, scratch.data());
         }

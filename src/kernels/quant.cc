@@ -5,6 +5,7 @@
 // produce the same bytes as ggml's / gguf-py's reference quantizers.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -274,6 +275,52 @@ bool QuantizeRowRef(DType type, const float* src, uint8_t* dst, int64_t n) {
   for (int64_t i = 0; i < n / info.block_values; ++i) {
     fn(src + i * info.block_values, dst + static_cast<size_t>(i) * info.block_bytes);
   }
+  return true;
+}
+
+namespace {
+
+// The float -> int conversion of x86's cvtps2dq after a round to nearest
+// even: NaN and out-of-range values give INT32_MIN (what llama.cpp's packs
+// then saturate), never undefined behaviour.
+inline int32_t NearestCvt(float v) {
+  const float r = std::nearbyintf(v);
+  return r >= -2147483648.0f && r < 2147483648.0f ? static_cast<int32_t>(r) : INT32_MIN;
+}
+inline int8_t SaturateI8(int32_t v) { return static_cast<int8_t>(Clamp(v, -128, 127)); }
+
+// A Q8_0 KV block as llama.cpp's x86 quantize_row_q8_0 writes it (the
+// from_float of its set_rows): d = fp16(a / 127), q = RNE(x * (127 / a)).
+void QuantKvQ8_0(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  PutHalf(b, amax / 127.0f);
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(SaturateI8(NearestCvt(x[j] * id)));
+}
+// A Q4_0 KV block as quantize_row_q4_0_ref writes it; a value that is not a
+// number becomes the block's zero level (8) instead of undefined behaviour.
+void QuantKvQ4_0(const float* x, uint8_t* b) {
+  const float d = SignedAbsMax(x, 32) / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  PutHalf(b, d);
+  auto level = [id](float v) {
+    const float t = v * id + 8.5f;
+    if (!(t >= 0.0f && t < 127.0f)) return t >= 127.0f ? 15 : (t < 0.0f ? 0 : 8);
+    return std::min(15, static_cast<int>(static_cast<int8_t>(t)));
+  };
+  for (int j = 0; j < 16; ++j) {
+    b[2 + j] = static_cast<uint8_t>(level(x[j]) | (level(x[j + 16]) << 4));
+  }
+}
+
+}  // namespace
+
+bool QuantizeKvRowRef(DType type, const float* src, uint8_t* dst, int64_t n) {
+  BlockQuant fn = type == DType::kQ8_0 ? QuantKvQ8_0 : type == DType::kQ4_0 ? QuantKvQ4_0 : nullptr;
+  if (fn == nullptr || n % 32 != 0) return false;
+  const size_t block_bytes = GetDTypeInfo(type).block_bytes;
+  for (int64_t i = 0; i < n / 32; ++i) fn(src + 32 * i, dst + static_cast<size_t>(i) * block_bytes);
   return true;
 }
 

@@ -135,8 +135,28 @@ struct LoadQ8_0 {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + (k & 24)));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
   }
-  // Rows hold whole blocks, so a partial step never occurs.
+  // Only the block at k is read, and only when a lane is wanted (a step
+  // past the row's end reads nothing).
   static __m256 Part(const uint8_t* row, int64_t k, int64_t count) {
+    if (count <= 0) return _mm256_setzero_ps();
+    return _mm256_and_ps(Full(row, k), _mm256_castsi256_ps(FirstLanes(count)));
+  }
+};
+// Q4_0: values 0-15 of a block are the low nibbles of its 16 bytes, values
+// 16-31 the high ones; (q - 8) * d is exact in f32.
+struct LoadQ4_0 {
+  static __m256 Full(const uint8_t* row, int64_t k) {
+    const uint8_t* block = row + (k >> 5) * 18;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + (k & 8)));
+    if (k & 16) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+    const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(d)));
+  }
+  static __m256 Part(const uint8_t* row, int64_t k, int64_t count) {
+    if (count <= 0) return _mm256_setzero_ps();
     return _mm256_and_ps(Full(row, k), _mm256_castsi256_ps(FirstLanes(count)));
   }
 };

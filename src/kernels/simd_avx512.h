@@ -141,9 +141,28 @@ struct LoadQ8_0 {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (k & 16)));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
   }
-  // Rows hold whole blocks, so a partial step never occurs.
+  // Only the block at k is read, and only when a lane is wanted (a step
+  // past the row's end reads nothing).
   static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
-    return _mm512_maskz_mov_ps(m, Full(row, k));
+    return m == 0 ? _mm512_setzero_ps() : _mm512_maskz_mov_ps(m, Full(row, k));
+  }
+};
+// Q4_0: values 0-15 of a block are the low nibbles of its 16 bytes, values
+// 16-31 the high ones; (q - 8) * d is exact in f32.
+struct LoadQ4_0 {
+  static constexpr int kBytesPer16 = 9;
+  static __m512 Full(const uint8_t* row, int64_t k) {
+    const uint8_t* block = row + (k >> 5) * 18;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    if (k & 16) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+    const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(d)));
+  }
+  static __m512 Part(const uint8_t* row, int64_t k, __mmask16 m) {
+    return m == 0 ? _mm512_setzero_ps() : _mm512_maskz_mov_ps(m, Full(row, k));
   }
 };
 

@@ -8,17 +8,33 @@
 namespace mx::models {
 
 Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, const RunnerOptions& options) {
-  if (options.kv_type != DType::kF16 && options.kv_type != DType::kF32) {
-    return Status::InvalidArgument("KV cache type " + DTypeName(options.kv_type) +
-                                   " is not supported (F16 or F32)");
-  }
   const ModelConfig& c = model.config();
+  const DType k_type = options.k_type.value_or(options.kv_type),
+              v_type = options.v_type.value_or(options.kv_type);
+  const bool has_attention = std::any_of(c.layers.begin(), c.layers.end(),
+                                         [](const LayerConfig& l) { return l.has_attention(); });
+  for (const auto& [what, type] : {std::pair{"K", k_type}, std::pair{"V", v_type}}) {
+    if (!kernels::KvTypeSupported(type)) {
+      return Status::InvalidArgument(std::string(what) + " cache type " + DTypeName(type) +
+                                     " is not supported (F16, F32, Q8_0 or Q4_0)");
+    }
+    // A quantized row holds whole blocks per head (no fallback: the memory
+    // the setting promises would not be what the pool gets).
+    if (has_attention && kernels::KvHeadBytes(type, c.head_dim_k) == 0) {
+      return Status::InvalidArgument(std::string(what) + " cache type " + DTypeName(type) +
+                                     " stores blocks of " +
+                                     std::to_string(kernels::kKvBlockValues) +
+                                     " values, but this model's attention heads have " +
+                                     std::to_string(c.head_dim_k) + " dims (not a multiple of " +
+                                     std::to_string(kernels::kKvBlockValues) + "): use f16 or f32");
+    }
+  }
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(c.n_ctx_train, 8192);
   if (n_ctx > (int64_t{1} << 24)) {
     return Status::InvalidArgument("context size " + std::to_string(n_ctx) + " is too large");
   }
   auto layout =
-      std::make_shared<const StateLayout>(StateLayout::ForModel(c, options.kv_type, n_ctx));
+      std::make_shared<const StateLayout>(StateLayout::ForModel(c, k_type, v_type, n_ctx));
   return std::unique_ptr<Runner>(new Runner(model, options, std::move(layout)));
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -55,13 +56,19 @@ struct BatchEntry {
 
 struct RunnerOptions {
   int n_threads = 1;
-  DType kv_type = DType::kF16;  // F16 (default) or F32
-  int64_t n_ctx = 0;            // 0: the model's training context, capped at 8192
+  // Attention KV rows: F16 (default), F32, Q8_0 or Q4_0 for keys and values;
+  // k_type / v_type, when set, override it for one of them.
+  DType kv_type = DType::kF16;
+  int64_t n_ctx = 0;  // 0: the model's training context, capped at 8192
+  std::optional<DType> k_type = std::nullopt;
+  std::optional<DType> v_type = std::nullopt;
 };
 
 class Runner {
  public:
-  // REQUIRES: model outlives the runner.
+  // REQUIRES: model outlives the runner. InvalidArgument when a KV type is
+  // not one of the four, or is quantized and the model's attention heads
+  // are not a multiple of its 32-value blocks (the message names the dims).
   static Result<std::unique_ptr<Runner>> Create(const Model& model, const RunnerOptions& options);
 
   const Model& model() const { return model_; }

@@ -72,8 +72,8 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
       kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, plan.rope.t);
     }
     SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
-    kernels::StoreKvRow(layout_->kv_type, k, kv_dim, seq->k_row(attn_index, pos));
-    kernels::StoreKvRow(layout_->kv_type, v, kv_dim, seq->v_row(attn_index, pos));
+    kernels::StoreKvRow(layout_->k_type, k, kv_dim, seq->k_row(attn_index, pos));
+    kernels::StoreKvRow(layout_->v_type, v, kv_dim, seq->v_row(attn_index, pos));
   }
 
   // Attention: one task per (query tile, kv head) — the tile's queries and
@@ -83,8 +83,8 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
   // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
   att_.resize(static_cast<size_t>(n * q_dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t row_bytes = layout_->kv_row_bytes(attn_index);
-  const size_t elt = layout_->kv_type == DType::kF16 ? 2 : 4;
+  const size_t k_head = kernels::KvHeadBytes(layout_->k_type, hd);
+  const size_t v_head = kernels::KvHeadBytes(layout_->v_type, hd);
   const int group = lc.n_head / lc.n_kv_head;
   const auto n_tiles = static_cast<int64_t>(query_tiles_.size());
   const int per_tile =
@@ -94,12 +94,14 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     const QueryTile& tile = query_tiles_[static_cast<size_t>(task / per_tile)];
     const int h0 = static_cast<int>(task % per_tile) * heads_per_task;
     const SequenceState* seq = plan_[static_cast<size_t>(tile.first)].seq;
-    const size_t head_off = static_cast<size_t>(h0 / group) * static_cast<size_t>(hd) * elt;
+    const auto kv_head = static_cast<size_t>(h0 / group);
     kernels::KvView kv;
-    kv.type = layout_->kv_type;
-    kv.k = seq->k_data(attn_index) + head_off;
-    kv.v = seq->v_data(attn_index) + head_off;
-    kv.row_bytes = row_bytes;
+    kv.k_type = layout_->k_type;
+    kv.v_type = layout_->v_type;
+    kv.k = seq->k_data(attn_index) + kv_head * k_head;
+    kv.v = seq->v_data(attn_index) + kv_head * v_head;
+    kv.k_row_bytes = layout_->k_row_bytes(attn_index);
+    kv.v_row_bytes = layout_->v_row_bytes(attn_index);
     kv.n_kv_head = 1;
     kv.head_dim = static_cast<int>(hd);
     const int64_t first = tile.first * q_dim + h0 * hd;

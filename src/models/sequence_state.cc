@@ -41,9 +41,10 @@ uint64_t GetU64(const char* p) {
 
 }  // namespace
 
-StateLayout StateLayout::ForModel(const ModelConfig& c, DType kv_type, int64_t n_ctx) {
+StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_type, int64_t n_ctx) {
   StateLayout l;
-  l.kv_type = kv_type;
+  l.k_type = k_type;
+  l.v_type = v_type;
   l.n_ctx = n_ctx;
   for (const auto& layer : c.layers) {
     if (layer.has_attention()) l.kv_dims.push_back(layer.n_kv_head * c.head_dim_k);
@@ -65,13 +66,22 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType kv_type, int64_t n
   return l;
 }
 
-size_t StateLayout::kv_row_bytes(size_t attn_layer) const {
-  return RowBytes(kv_type, kv_dims[attn_layer]);
+size_t StateLayout::k_row_bytes(size_t attn_layer) const {
+  return RowBytes(k_type, kv_dims[attn_layer]);
+}
+
+size_t StateLayout::v_row_bytes(size_t attn_layer) const {
+  return RowBytes(v_type, kv_dims[attn_layer]);
+}
+
+std::string StateLayout::KvTypesText() const {
+  if (k_type == v_type) return DTypeLowerName(k_type);
+  return "K " + DTypeLowerName(k_type) + ", V " + DTypeLowerName(v_type);
 }
 
 size_t StateLayout::kv_bytes_per_token() const {
   size_t n = 0;
-  for (size_t i = 0; i < kv_dims.size(); ++i) n += 2 * kv_row_bytes(i);
+  for (size_t i = 0; i < kv_dims.size(); ++i) n += k_row_bytes(i) + v_row_bytes(i);
   return n;
 }
 
@@ -82,7 +92,8 @@ size_t StateLayout::recurrent_bytes() const {
 uint64_t StateLayout::Fingerprint() const {
   uint64_t h = 14695981039346656037ull;
   h = Mix(h, kStateLayoutVersion);
-  h = Mix(h, static_cast<uint32_t>(kv_type));
+  h = Mix(h, static_cast<uint32_t>(k_type));
+  if (v_type != k_type) h = Mix(h, static_cast<uint32_t>(v_type) | 0x80000000u);
   h = Mix(h, static_cast<uint64_t>(kv_dims.size()));
   for (int64_t d : kv_dims) h = Mix(h, d);
   h = Mix(h, n_recurrent);
@@ -100,13 +111,31 @@ uint64_t StateLayout::Fingerprint() const {
   return h;
 }
 
+bool StateLayout::KvTypesOf(uint64_t fingerprint, DType* k, DType* v) const {
+  constexpr DType kTypes[] = {DType::kF16, DType::kF32, DType::kQ8_0, DType::kQ4_0};
+  StateLayout other = *this;
+  for (DType kt : kTypes) {
+    for (DType vt : kTypes) {
+      other.k_type = kt;
+      other.v_type = vt;
+      if (other.Fingerprint() == fingerprint) {
+        *k = kt;
+        *v = vt;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 SequenceState::SequenceState(std::shared_ptr<const StateLayout> layout)
     : layout_(std::move(layout)) {
   size_t offset = 0;
   for (size_t i = 0; i < layout_->kv_dims.size(); ++i) {
-    row_bytes_.push_back(layout_->kv_row_bytes(i));
+    k_row_bytes_.push_back(layout_->k_row_bytes(i));
+    v_row_bytes_.push_back(layout_->v_row_bytes(i));
     layer_offset_.push_back(offset);
-    offset += 2 * row_bytes_.back();
+    offset += k_row_bytes_.back() + v_row_bytes_.back();
   }
   recurrent_.assign(layout_->recurrent_bytes() / sizeof(float), 0.0f);
 }
@@ -184,22 +213,22 @@ size_t SequenceState::MemoryBytes() const {
   for (const auto& snap : snapshots_) n += snap.data.capacity() * sizeof(float);
   if (!kv_.lazy()) return n + kv_.allocated();
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  for (size_t rb : row_bytes_) {
-    const size_t bytes = static_cast<size_t>(populated_) * rb;
-    n += 2 * ((bytes + page - 1) / page * page);  // K and V
+  auto pages = [&](size_t bytes) { return (bytes + page - 1) / page * page; };
+  for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
+    n += pages(static_cast<size_t>(populated_) * k_row_bytes_[i]);
+    n += pages(static_cast<size_t>(populated_) * v_row_bytes_[i]);
   }
   return n;
 }
 
 void SequenceState::DiscardRowsFrom(int64_t n) {
   if (!kv_.lazy() || n >= populated_) return;
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
+  for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
     const size_t k_at = static_cast<size_t>(capacity_) * layer_offset_[i];
-    const size_t v_at = k_at + static_cast<size_t>(capacity_) * row_bytes_[i];
-    const size_t from = static_cast<size_t>(n) * row_bytes_[i];
-    const size_t len = static_cast<size_t>(populated_ - n) * row_bytes_[i];
-    kv_.Discard(k_at + from, len);
-    kv_.Discard(v_at + from, len);
+    const size_t v_at = k_at + static_cast<size_t>(capacity_) * k_row_bytes_[i];
+    const auto rows = static_cast<size_t>(populated_ - n);
+    kv_.Discard(k_at + static_cast<size_t>(n) * k_row_bytes_[i], rows * k_row_bytes_[i]);
+    kv_.Discard(v_at + static_cast<size_t>(n) * v_row_bytes_[i], rows * v_row_bytes_[i]);
   }
   populated_ = n;
 }
@@ -263,14 +292,14 @@ Status SequenceState::Reserve(int64_t n) {
 bool SequenceState::PopulateRows(const LargeBuffer& buf, int64_t capacity, int64_t from,
                                  int64_t to) const {
   if (!buf.lazy() || to <= from) return true;
-  const auto n = static_cast<int64_t>(row_bytes_.size()) * 2;
+  const auto n = static_cast<int64_t>(k_row_bytes_.size()) * 2;
   std::atomic<bool> ok{true};
   ForEachPiece(n, static_cast<size_t>(to - from) * layout_->kv_bytes_per_token(), [&](int64_t piece) {
     const size_t i = static_cast<size_t>(piece / 2);
     size_t at = static_cast<size_t>(capacity) * layer_offset_[i];
-    if (piece % 2 == 1) at += static_cast<size_t>(capacity) * row_bytes_[i];
-    if (!buf.Populate(at + static_cast<size_t>(from) * row_bytes_[i],
-                      static_cast<size_t>(to - from) * row_bytes_[i])) {
+    if (piece % 2 == 1) at += static_cast<size_t>(capacity) * k_row_bytes_[i];
+    const size_t rb = piece % 2 == 1 ? v_row_bytes_[i] : k_row_bytes_[i];
+    if (!buf.Populate(at + static_cast<size_t>(from) * rb, static_cast<size_t>(to - from) * rb)) {
       ok = false;
     }
   });
@@ -288,16 +317,17 @@ void SequenceState::ForEachPiece(int64_t n, size_t bytes, const std::function<vo
 
 void SequenceState::CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const {
   // One piece per (layer, K or V).
-  const auto n = static_cast<int64_t>(row_bytes_.size()) * 2;
+  const auto n = static_cast<int64_t>(k_row_bytes_.size()) * 2;
   ForEachPiece(n, static_cast<size_t>(n_rows) * layout_->kv_bytes_per_token(), [&](int64_t piece) {
     const size_t i = static_cast<size_t>(piece / 2);
-    const size_t bytes = static_cast<size_t>(n_rows) * row_bytes_[i];
+    const size_t bytes =
+        static_cast<size_t>(n_rows) * (piece % 2 == 0 ? k_row_bytes_[i] : v_row_bytes_[i]);
     if (bytes == 0) return;
     uint8_t* k_to = to.data() + static_cast<size_t>(to_capacity) * layer_offset_[i];
     if (piece % 2 == 0) {
       std::memcpy(k_to, k_base(i), bytes);
     } else {
-      std::memcpy(k_to + static_cast<size_t>(to_capacity) * row_bytes_[i], v_base(i), bytes);
+      std::memcpy(k_to + static_cast<size_t>(to_capacity) * k_row_bytes_[i], v_base(i), bytes);
     }
   });
 }
@@ -390,19 +420,20 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
   if (d == 0) return Status::Ok();
   const int64_t n_move = n_tokens_ - p1;
   std::vector<float> row;
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
-    const size_t rb = row_bytes_[i];
-    std::memmove(k_row(i, p0), k_row(i, p1), static_cast<size_t>(n_move) * rb);
-    std::memmove(v_row(i, p0), v_row(i, p1), static_cast<size_t>(n_move) * rb);
+  for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
+    std::memmove(k_row(i, p0), k_row(i, p1), static_cast<size_t>(n_move) * k_row_bytes_[i]);
+    std::memmove(v_row(i, p0), v_row(i, p1), static_cast<size_t>(n_move) * v_row_bytes_[i]);
     if (!layout_->use_rope) continue;
     const int64_t dims = layout_->kv_dims[i];
     const int n_heads = static_cast<int>(dims / layout_->head_dim);
     row.resize(static_cast<size_t>(dims));
     for (int64_t p = p0; p < p0 + n_move; ++p) {
       uint8_t* k = k_row(i, p);
-      kernels::LoadKvRow(layout_->kv_type, k, dims, row.data());
+      // Quantized keys are dequantized, rotated and quantized again: one
+      // more rounding (docs/state_format.md "Context shift").
+      kernels::LoadKvRow(layout_->k_type, k, dims, row.data());
       kernels::Rope(row.data(), n_heads, static_cast<int>(layout_->head_dim), layout_->rope, -d);
-      kernels::StoreKvRow(layout_->kv_type, row.data(), dims, k);
+      kernels::StoreKvRow(layout_->k_type, row.data(), dims, k);
     }
   }
   n_tokens_ -= d;
@@ -417,10 +448,10 @@ std::string SequenceState::Serialize() const {
   PutU32(out, kStateFormatVersion);
   PutU64(out, layout_->Fingerprint());
   PutU64(out, static_cast<uint64_t>(n_tokens_));
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
-    size_t bytes = static_cast<size_t>(n_tokens_) * row_bytes_[i];
-    out.append(reinterpret_cast<const char*>(k_data(i)), bytes);
-    out.append(reinterpret_cast<const char*>(v_data(i)), bytes);
+  for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
+    const auto n = static_cast<size_t>(n_tokens_);
+    out.append(reinterpret_cast<const char*>(k_data(i)), n * k_row_bytes_[i]);
+    out.append(reinterpret_cast<const char*>(v_data(i)), n * v_row_bytes_[i]);
   }
   out.append(reinterpret_cast<const char*>(recurrent_.data()), recurrent_.size() * sizeof(float));
   // Complete snapshots: count, then (n_tokens, data) each.
@@ -459,10 +490,10 @@ SerializedView SequenceState::SerializeView() const {
     view.bytes += n;
   };
   add(sp, kHeaderBytes);
-  for (size_t i = 0; i < row_bytes_.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(n_tokens_) * row_bytes_[i];
-    add(k_data(i), bytes);
-    add(v_data(i), bytes);
+  for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
+    const auto n = static_cast<size_t>(n_tokens_);
+    add(k_data(i), n * k_row_bytes_[i]);
+    add(v_data(i), n * v_row_bytes_[i]);
   }
   add(recurrent_.data(), recurrent_.size() * sizeof(float));
   add(sp + kHeaderBytes, 4);
@@ -472,6 +503,23 @@ SerializedView SequenceState::SerializeView() const {
   }
   return view;
 }
+
+namespace {
+
+// Why a state of `fingerprint` cannot load into `layout`: its KV types when
+// the two differ only there, else the fingerprints.
+Status LayoutMismatch(const StateLayout& layout, uint64_t fingerprint) {
+  StateLayout other = layout;
+  if (layout.KvTypesOf(fingerprint, &other.k_type, &other.v_type)) {
+    return Status::InvalidArgument("state was made with KV cache type " + other.KvTypesText() +
+                                   ", this model runs " + layout.KvTypesText());
+  }
+  return Status::InvalidArgument("state layout does not match this model (fingerprint " +
+                                 std::to_string(fingerprint) + ", expected " +
+                                 std::to_string(layout.Fingerprint()) + ")");
+}
+
+}  // namespace
 
 Result<StateLoader> StateLoader::Prepare(std::shared_ptr<const StateLayout> layout, int64_t n_tokens,
                                          size_t bytes) {
@@ -506,11 +554,10 @@ Result<StateLoader> StateLoader::Prepare(std::shared_ptr<const StateLayout> layo
   loader.header_.resize(kHeaderBytes);
   loader.snapshots_.resize(bytes - body);
   loader.buffers_.emplace_back(loader.header_.data(), kHeaderBytes);
-  for (size_t i = 0; i < st.row_bytes_.size(); ++i) {
-    const size_t rb = n * st.row_bytes_[i];
-    if (rb == 0) continue;
-    loader.buffers_.emplace_back(st.k_row(i, 0), rb);
-    loader.buffers_.emplace_back(st.v_row(i, 0), rb);
+  for (size_t i = 0; i < st.k_row_bytes_.size(); ++i) {
+    if (n == 0) continue;
+    loader.buffers_.emplace_back(st.k_row(i, 0), n * st.k_row_bytes_[i]);
+    loader.buffers_.emplace_back(st.v_row(i, 0), n * st.v_row_bytes_[i]);
   }
   if (layout->recurrent_bytes() > 0) {
     loader.buffers_.emplace_back(reinterpret_cast<uint8_t*>(st.recurrent_.data()), layout->recurrent_bytes());
@@ -530,11 +577,7 @@ Result<std::unique_ptr<SequenceState>> StateLoader::Finish() {
                                 ", this engine reads version " + std::to_string(kStateFormatVersion));
   }
   const uint64_t fingerprint = GetU64(h + 8);
-  if (fingerprint != layout.Fingerprint()) {
-    return Status::InvalidArgument("state layout does not match this model (fingerprint " +
-                                   std::to_string(fingerprint) + ", expected " +
-                                   std::to_string(layout.Fingerprint()) + ")");
-  }
+  if (fingerprint != layout.Fingerprint()) return LayoutMismatch(layout, fingerprint);
   const uint64_t n = GetU64(h + 16);
   if (n != static_cast<uint64_t>(n_tokens_)) {
     return Status::Corruption("state holds " + std::to_string(n) + " tokens, expected " +
@@ -587,9 +630,7 @@ Result<std::unique_ptr<SequenceState>> SequenceState::Deserialize(
                                 std::to_string(kStateFormatVersion));
   }
   if (GetU64(bytes.data() + 8) != layout->Fingerprint()) {
-    return Status::InvalidArgument("state layout does not match this model (fingerprint " +
-                                   std::to_string(GetU64(bytes.data() + 8)) + ", expected " +
-                                   std::to_string(layout->Fingerprint()) + ")");
+    return LayoutMismatch(*layout, GetU64(bytes.data() + 8));
   }
   uint64_t n = GetU64(bytes.data() + 16);
   if (n > static_cast<uint64_t>(layout->n_ctx)) {

@@ -44,7 +44,8 @@ struct RecurrentLayerLayout {
 
 // The shape of a model's per-sequence state (derived from its config).
 struct StateLayout {
-  DType kv_type = DType::kF16;       // F16 or F32
+  DType k_type = DType::kF16;        // key rows: F16, F32, Q8_0 or Q4_0 (kernels::KvTypeSupported)
+  DType v_type = DType::kF16;        // value rows: the same choice
   std::vector<int64_t> kv_dims;      // per attention layer: n_kv_head * head_dim
   int64_t n_ctx = 0;                 // most tokens a state may hold
   std::vector<RecurrentLayerLayout> recurrent;  // per recurrent layer, in layer order
@@ -54,14 +55,29 @@ struct StateLayout {
   kernels::RopeParams rope;
   int64_t head_dim = 0;
 
-  static StateLayout ForModel(const ModelConfig& config, DType kv_type, int64_t n_ctx);
-  size_t kv_row_bytes(size_t attn_layer) const;
+  static StateLayout ForModel(const ModelConfig& config, DType k_type, DType v_type, int64_t n_ctx);
+  // K and V of one type.
+  static StateLayout ForModel(const ModelConfig& config, DType kv_type, int64_t n_ctx) {
+    return ForModel(config, kv_type, kv_type, n_ctx);
+  }
+  // Bytes of one K (V) row of an attention layer: kv_dims[layer] values in
+  // k_type's (v_type's) blocks (Q8_0: 34 bytes per 32, Q4_0: 18 per 32).
+  size_t k_row_bytes(size_t attn_layer) const;
+  size_t v_row_bytes(size_t attn_layer) const;
+  // "f16", or "K q8_0, V q4_0" when the two differ (log lines, errors).
+  std::string KvTypesText() const;
   // Bytes of KV content per token, all attention layers, K and V.
   size_t kv_bytes_per_token() const;
   size_t recurrent_bytes() const;
   // Hash of everything that determines the serialized layout, including
-  // kStateLayoutVersion.
+  // kStateLayoutVersion and both KV types (one value when K and V share a
+  // type, so states of one type keep the fingerprint they had before K and V
+  // could differ).
   uint64_t Fingerprint() const;
+  // The KV types a state of `fingerprint` was made with, when it is this
+  // layout with other KV types (a saved cache written under another
+  // MATRICXON_KV_TYPE); false when no pair of KV types gives it.
+  bool KvTypesOf(uint64_t fingerprint, DType* k_type, DType* v_type) const;
 };
 
 // The recurrent state (all recurrent layers) as it was after n_tokens tokens.
@@ -202,10 +218,10 @@ class SequenceState {
   // (row p at k_data(layer) + p * row bytes); rows at or past n_tokens()
   // hold whatever was last written there (uninitialized when never).
   uint8_t* k_row(size_t attn_layer, int64_t pos) {
-    return k_base(attn_layer) + static_cast<size_t>(pos) * row_bytes_[attn_layer];
+    return k_base(attn_layer) + static_cast<size_t>(pos) * k_row_bytes_[attn_layer];
   }
   uint8_t* v_row(size_t attn_layer, int64_t pos) {
-    return v_base(attn_layer) + static_cast<size_t>(pos) * row_bytes_[attn_layer];
+    return v_base(attn_layer) + static_cast<size_t>(pos) * v_row_bytes_[attn_layer];
   }
   const uint8_t* k_data(size_t attn_layer) const { return k_base(attn_layer); }
   const uint8_t* v_data(size_t attn_layer) const { return v_base(attn_layer); }
@@ -229,7 +245,7 @@ class SequenceState {
     return kv_.data() + static_cast<size_t>(capacity_) * layer_offset_[attn_layer];
   }
   uint8_t* v_base(size_t attn_layer) const {
-    return k_base(attn_layer) + static_cast<size_t>(capacity_) * row_bytes_[attn_layer];
+    return k_base(attn_layer) + static_cast<size_t>(capacity_) * k_row_bytes_[attn_layer];
   }
   // Copies rows [0, n_rows) of every layer into `to`, laid out for `to_capacity`.
   void CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_capacity) const;
@@ -250,8 +266,9 @@ class SequenceState {
   // are written before they are read.
   LargeBuffer kv_;
   int64_t populated_ = 0;  // rows of a lazy kv_ backed so far (see Reserve)
-  std::vector<size_t> row_bytes_;     // [attn layer] bytes of one K (or V) row
-  std::vector<size_t> layer_offset_;  // [attn layer] sum of 2 * row bytes of the layers before
+  std::vector<size_t> k_row_bytes_;   // [attn layer] bytes of one K row
+  std::vector<size_t> v_row_bytes_;   // [attn layer] bytes of one V row
+  std::vector<size_t> layer_offset_;  // [attn layer] sum of K + V row bytes of the layers before
   ThreadPool* pool_ = nullptr;  // see set_copy_pool
   std::vector<float> recurrent_;         // [recurrent_floats] (StateLayout::recurrent)
   std::vector<RecurrentSnapshot> snapshots_;  // sorted by n_tokens

@@ -24,15 +24,24 @@ std::vector<int32_t> RandomTokens(int n, uint32_t seed) {
   return t;
 }
 
-class StateTest : public ::testing::TestWithParam<std::string> {
+// A reference model and the KV types its state uses.
+struct StateCase {
+  std::string model;
+  DType k_type = DType::kF16;
+  DType v_type = DType::kF16;
+};
+
+class StateTest : public ::testing::TestWithParam<StateCase> {
  protected:
-  void SetUp() override { Open(DType::kF16); }
-  void Open(DType kv_type) {
-    auto model = Model::Load(Env::Default(), RefModelPath(GetParam()), {.progress = nullptr, .prefault = false});
+  void SetUp() override { Open(GetParam().k_type, GetParam().v_type); }
+  void Open(DType k_type, DType v_type) {
+    auto model = Model::Load(Env::Default(), RefModelPath(GetParam().model),
+                             {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
-    auto runner = Runner::Create(*model_, {.n_threads = 2, .kv_type = kv_type, .n_ctx = 1024});
-    ASSERT_TRUE(runner.ok());
+    auto runner = Runner::Create(
+        *model_, {.n_threads = 2, .kv_type = k_type, .n_ctx = 1024, .v_type = v_type});
+    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
     runner_ = std::move(runner).value();
   }
 
@@ -277,12 +286,17 @@ TEST_P(StateTest, DamagedSerializedStateIsRejected) {
   std::string bad_count = bytes;
   bad_count[16] ^= 1;
   EXPECT_EQ(SequenceState::Deserialize(layout, bad_count).status().code(), Status::Code::kCorruption);
-  // Another layout (F32 KV) refuses the bytes.
+  // Another layout (other KV types) refuses the bytes and says why.
+  const DType other_k = GetParam().k_type == DType::kF32 ? DType::kQ8_0 : DType::kF32;
   auto other = std::make_shared<const StateLayout>(
-      StateLayout::ForModel(model_->config(), DType::kF32, 1024));
+      StateLayout::ForModel(model_->config(), other_k, GetParam().v_type, 1024));
   auto st = SequenceState::Deserialize(other, bytes);
   EXPECT_EQ(st.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(st.status().message().find("layout"), std::string::npos);
+  EXPECT_NE(
+      st.status().message().find("state was made with KV cache type " + layout->KvTypesText() +
+                                 ", this model runs " + other->KvTypesText()),
+      std::string::npos)
+      << st.status().ToString();
 }
 
 TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
@@ -299,15 +313,38 @@ TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
   EXPECT_EQ(runner_->Forward({&bad, 1}, &logits).code(), Status::Code::kInvalidArgument);
 }
 
+std::string StateCaseName(const ::testing::TestParamInfo<StateCase>& info) {
+  std::string s = info.param.model;
+  if (info.param.k_type != DType::kF16 || info.param.v_type != DType::kF16) {
+    s += "_k" + DTypeLowerName(info.param.k_type) + "_v" + DTypeLowerName(info.param.v_type);
+  }
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, StateTest,
-                         ::testing::Values("tiny-llama", "tiny-llama-q8_0", "tiny-llama-f16",
-                                           "tiny-qwen2-bf16", "tiny-qwen3", "tiny-llama256-q4_k_m",
-                                           "tiny-hybrid-nemotron_h", "tiny-qwen35"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         ::testing::Values(StateCase{"tiny-llama"}, StateCase{"tiny-llama-q8_0"},
+                                           StateCase{"tiny-llama-f16"},
+                                           StateCase{"tiny-qwen2-bf16"}, StateCase{"tiny-qwen3"},
+                                           StateCase{"tiny-llama256-q4_k_m"},
+                                           StateCase{"tiny-hybrid-nemotron_h"},
+                                           StateCase{"tiny-qwen35"}),
+                         StateCaseName);
+
+// Every state operation under the quantized KV types (and K and V of
+// different types, so their rows differ in size) on the models with
+// attention: each stays exact (batch invariance holds per type).
+INSTANTIATE_TEST_SUITE_P(KvTypes, StateTest,
+                         ::testing::Values(StateCase{"tiny-llama", DType::kQ8_0, DType::kQ8_0},
+                                           StateCase{"tiny-llama", DType::kQ4_0, DType::kQ4_0},
+                                           StateCase{"tiny-llama", DType::kQ8_0, DType::kQ4_0},
+                                           StateCase{"tiny-qwen3", DType::kQ8_0, DType::kQ8_0},
+                                           StateCase{"tiny-qwen3", DType::kF16, DType::kQ4_0},
+                                           StateCase{"tiny-hybrid-nemotron_h", DType::kQ8_0,
+                                                     DType::kQ8_0},
+                                           StateCase{"tiny-qwen35", DType::kQ4_0, DType::kQ8_0},
+                                           StateCase{"tiny-llama", DType::kF32, DType::kF32}),
+                         StateCaseName);
 
 // Removing a span re-rotates the later keys to their new positions. In layer 0
 // a key depends only on its own token and position, so after the shift the
@@ -318,7 +355,7 @@ INSTANTIATE_TEST_SUITE_P(Models, StateTest,
 // every row must arrive intact, whichever thread moved it.
 TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
   StateLayout l;
-  l.kv_type = DType::kF16;
+  l.k_type = l.v_type = DType::kF16;
   l.kv_dims.assign(30, 3 * 64);
   l.n_ctx = 2048;
   l.head_dim = 64;
@@ -331,7 +368,7 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
   auto fill = [&](SequenceState& s, int64_t from, int64_t to) {
     for (size_t layer = 0; layer < l.kv_dims.size(); ++layer) {
       for (int64_t p = from; p < to; ++p) {
-        for (size_t i = 0; i < layout->kv_row_bytes(layer); ++i) {
+        for (size_t i = 0; i < layout->k_row_bytes(layer); ++i) {
           s.k_row(layer, p)[i] = row_byte(layer, p, i, false);
           s.v_row(layer, p)[i] = row_byte(layer, p, i, true);
         }
@@ -340,7 +377,7 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
   };
   auto check = [&](const SequenceState& s, int64_t rows) {
     for (size_t layer = 0; layer < l.kv_dims.size(); ++layer) {
-      const size_t rb = layout->kv_row_bytes(layer);
+      const size_t rb = layout->k_row_bytes(layer);  // K and V rows are alike here
       for (int64_t p = 0; p < rows; ++p) {
         for (size_t i = 0; i < rb; ++i) {
           if (s.k_data(layer)[static_cast<size_t>(p) * rb + i] != row_byte(layer, p, i, false) ||
@@ -404,7 +441,7 @@ TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
     for (int32_t t : kept) batch.push_back({fresh.get(), t, false});
     ASSERT_TRUE(r.Forward(batch, &logits).ok());
 
-    const size_t rb = r.layout()->kv_row_bytes(0);
+    const size_t rb = r.layout()->v_row_bytes(0);
     const int64_t dims = r.layout()->kv_dims[0];
     float max_diff = 0;
     for (int64_t p = 0; p < 60; ++p) {

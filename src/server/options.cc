@@ -13,10 +13,18 @@ const std::vector<SettingSpec>& ServerSettings() {
       {"MATRICXON_PORT", "port", "8080", "port to listen on (0: any free port; 0..65535)"},
       {"MATRICXON_MODELS_DIR", "models-dir", "./data/models",
        "GGUF files served; a model's name is its file name without .gguf"},
-      {"MATRICXON_THREADS", "threads", "physical cores", "compute threads per loaded model (1..1024)"},
-      {"MATRICXON_CTX_SIZE", "ctx-size", "model's, capped at 8192", "context window per chat (0 = model's; 0..4194304)"},
+      {"MATRICXON_THREADS", "threads", "physical cores",
+       "compute threads per loaded model (1..1024)"},
+      {"MATRICXON_CTX_SIZE", "ctx-size", "model's, capped at 8192",
+       "context window per chat (0 = model's; 0..4194304)"},
       {"MATRICXON_PARALLEL", "parallel", "4", "chats decoded at once per model (1..256)"},
-      {"MATRICXON_KV_TYPE", "kv-type", "f16", "attention KV rows: f16 or f32"},
+      {"MATRICXON_KV_TYPE", "kv-type", "f16",
+       "attention KV rows, keys and values: f16, q8_0, q4_0 or f32 (q8_0 and q4_0 need head dims "
+       "that are multiples of 32)"},
+      {"MATRICXON_KV_TYPE_K", "kv-type-k", "MATRICXON_KV_TYPE",
+       "attention keys only: f16, q8_0, q4_0 or f32"},
+      {"MATRICXON_KV_TYPE_V", "kv-type-v", "MATRICXON_KV_TYPE",
+       "attention values only: f16, q8_0, q4_0 or f32"},
       {"MATRICXON_MAX_LOADED_MODELS", "max-loaded-models", "2", "models in memory at once (1..64)"},
       {"MATRICXON_KEEP_ALIVE_S", "keep-alive-s", "1800", "idle seconds before a model unloads (0 = never; 0..31536000)"},
       {"MATRICXON_ADMIN_TOKEN", "admin-token", "unset", "bearer token required by admin routes when set"},
@@ -27,14 +35,19 @@ const std::vector<SettingSpec>& ServerSettings() {
        "all (any chat may reuse any cached start) or tenant (a prompt only reuses its own tenant's "
        "cached chats; needs MATRICXON_API_KEYS_FILE and MATRICXON_ADMIN_TOKEN)"},
       {"MATRICXON_ALLOW_OPEN_ADMIN", "allow-open-admin", "false",
-       "start on a non-loopback address without an admin token (admin routes open to the network; true/false)"},
+       "start on a non-loopback address without an admin token (admin routes open to the network; "
+       "true/false)"},
       {"MATRICXON_ALLOWED_ORIGINS", "allowed-origins", "unset",
-       "origins allowed to call the API from a browser, comma-separated scheme://host[:port], or *; "
+       "origins allowed to call the API from a browser, comma-separated scheme://host[:port], or "
+       "*; "
        "other requests with an Origin get 403"},
       {"MATRICXON_ALLOWED_HOSTS", "allowed-hosts", "unset",
-       "extra Host names accepted when listening on loopback, comma-separated (loopback names and addresses always are)"},
-      {"MATRICXON_MAX_BODY_MB", "max-body-mb", "8", "largest request body, MiB, any framing (1..1024)"},
-      {"MATRICXON_MAX_CONNECTIONS", "max-connections", "1024", "HTTP connections open at once (1..65536)"},
+       "extra Host names accepted when listening on loopback, comma-separated (loopback names and "
+       "addresses always are)"},
+      {"MATRICXON_MAX_BODY_MB", "max-body-mb", "8",
+       "largest request body, MiB, any framing (1..1024)"},
+      {"MATRICXON_MAX_CONNECTIONS", "max-connections", "1024",
+       "HTTP connections open at once (1..65536)"},
       {"MATRICXON_MAX_CONNECTIONS_PER_CLIENT", "max-connections-per-client", "256",
        "HTTP connections open at once from one client address (1..65536)"},
       {"MATRICXON_REQUEST_HEAD_TIMEOUT_S", "request-head-timeout-s", "10",
@@ -43,13 +56,15 @@ const std::vector<SettingSpec>& ServerSettings() {
        "seconds from a request's first byte to the end of its body (1..86400)"},
       {"MATRICXON_HTTP_IDLE_TIMEOUT_S", "http-idle-timeout-s", "30",
        "seconds a keep-alive connection may wait for its next request (1..86400)"},
-      {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4", "conversations kept in RAM per model (1..64)"},
+      {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4",
+       "conversations kept in RAM per model (1..64)"},
       {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
        "RAM the cached conversations of a model may use together, MiB (1..16777216)"},
       {"MATRICXON_PROMPT_CACHE_CONTEXT_SHIFT", "prompt-cache-context-shift", "true",
        "keep a chat's cache when old messages are trimmed (true/false)"},
       {"MATRICXON_PROMPT_CACHE_SNAPSHOT_EVERY", "prompt-cache-snapshot-every", "256",
-       "hybrid models: snapshot the recurrent state every N prompt tokens, and before the prompt's end (16..1048576)"},
+       "hybrid models: snapshot the recurrent state every N prompt tokens, and before the prompt's "
+       "end (16..1048576)"},
       {"MATRICXON_PROMPT_CACHE_SNAPSHOTS", "prompt-cache-snapshots", "8",
        "hybrid models: recurrent snapshots kept per cached chat, the most useful (message "
        "boundaries before periodic ones; 1..8)"},
@@ -57,7 +72,8 @@ const std::vector<SettingSpec>& ServerSettings() {
        "hybrid models: most MiB of recurrent snapshots per cached chat (each is one whole "
        "recurrent state; 0 = none; 0..16777216)"},
       {"MATRICXON_PROMPT_CACHE_IMAGES", "prompt-cache-images", "fresh",
-       "prompts with pictures: fresh (never reuse a cached chat) or hash (match pictures by a hash of "
+       "prompts with pictures: fresh (never reuse a cached chat) or hash (match pictures by a hash "
+       "of "
        "their decoded pixels)"},
       {"MATRICXON_IMAGE_MAX_MB", "image-max-mb", "8",
        "largest picture file, MiB (1..1024; a data: URL also counts against the body limit)"},
@@ -65,22 +81,26 @@ const std::vector<SettingSpec>& ServerSettings() {
        "largest decoded picture, width x height in units of 2^20 pixels (1..1024)"},
       {"MATRICXON_MAX_IMAGES", "max-images", "8", "pictures per request (0 = none; 0..256)"},
       {"MATRICXON_IMAGE_URL_HOSTS", "image-url-hosts", "unset",
-       "hosts whose http(s) picture URLs the server may fetch, comma-separated host names (any port); "
+       "hosts whose http(s) picture URLs the server may fetch, comma-separated host names (any "
+       "port); "
        "unset: only data: URLs"},
       {"MATRICXON_IMAGE_FETCH_TIMEOUT_S", "image-fetch-timeout-s", "10",
        "seconds to fetch one remote picture (1..600)"},
-      {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true", "save caches to disk (true/false)"},
+      {"MATRICXON_PERSIST_PROMPT_CACHE", "persist-prompt-cache", "true",
+       "save caches to disk (true/false)"},
       {"MATRICXON_PERSIST_CACHE_BUDGET_MB", "persist-cache-budget-mb", "4096",
        "disk space for saved caches, MiB (1..16777216; first-run default, the saved policy wins)"},
       {"MATRICXON_PERSIST_CACHE_TTL_HOURS", "persist-cache-ttl-hours", "168",
        "hours before a saved cache expires (0 = never; 0..876000; first-run default)"},
       {"MATRICXON_PERSIST_WRITE_DEFER_MS", "persist-write-defer-ms", "2000",
-       "while replies run, a chat that left RAM waits this long for an idle moment before it is written "
+       "while replies run, a chat that left RAM waits this long for an idle moment before it is "
+       "written "
        "between decode steps (0..3600000)"},
       {"MATRICXON_PERSIST_WRITE_SHARE", "persist-write-share", "10",
        "percent of the time saving may take from running replies (1..100)"},
       {"MATRICXON_PERSIST_WRITE_QUEUE_MB", "persist-write-queue-mb", "256",
-       "chats waiting to be written beyond this many MiB are written without waiting for their share (1..16777216)"},
+       "chats waiting to be written beyond this many MiB are written without waiting for their "
+       "share (1..16777216)"},
       {"MATRICXON_PERSIST_FLUSH_TIMEOUT_S", "persist-flush-timeout-s", "60",
        "at shutdown, longest time spent writing the chats still in RAM (0..86400)"},
       {"MATRICXON_PROMPT_CACHE_DIR", "prompt-cache-dir", "./data/prompt_cache",
@@ -147,13 +167,18 @@ Result<ServerOptions> LoadServerOptions(
     } else if (s.flag == "parallel") {
       MX_ASSIGN_OR_RETURN(int64_t p, ParseRange(name, v, 1, 256));
       o.parallel = static_cast<int>(p);
-    } else if (s.flag == "kv-type") {
-      if (v == "f16") {
-        o.kv_type = DType::kF16;
-      } else if (v == "f32") {
-        o.kv_type = DType::kF32;
+    } else if (s.flag == "kv-type" || s.flag == "kv-type-k" || s.flag == "kv-type-v") {
+      DType t;
+      const bool known = v == "f16" || v == "f32" || v == "q8_0" || v == "q4_0";
+      if (!known || !DTypeFromName(v, &t)) {
+        return Status::InvalidArgument(name + "='" + v + "': expected f16, q8_0, q4_0 or f32");
+      }
+      if (s.flag == "kv-type") {
+        o.kv_type = t;
+      } else if (s.flag == "kv-type-k") {
+        o.kv_type_k = t;
       } else {
-        return Status::InvalidArgument(name + "='" + v + "': expected f16 or f32");
+        o.kv_type_v = t;
       }
     } else if (s.flag == "max-loaded-models") {
       MX_ASSIGN_OR_RETURN(int64_t m, ParseRange(name, v, 1, 64));

@@ -22,7 +22,9 @@ struct ServerOptions {
   int threads = 0;            // 0: physical cores
   int64_t ctx_size = 0;       // 0: the model's, capped at 8192
   int parallel = 4;
-  DType kv_type = DType::kF16;  // attention KV rows
+  DType kv_type = DType::kF16;     // attention KV rows, keys and values
+  std::optional<DType> kv_type_k = std::nullopt;  // keys only, overriding kv_type
+  std::optional<DType> kv_type_v = std::nullopt;  // values only, overriding kv_type
   int max_loaded_models = 2;
   int64_t keep_alive_s = 1800;
   std::string admin_token;    // empty: admin routes are open

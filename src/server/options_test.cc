@@ -41,9 +41,31 @@ TEST(OptionsTest, KvType) {
   auto f = Load({{"kv-type", "f32"}}, {{"MATRICXON_KV_TYPE", "f16"}});
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->kv_type, DType::kF32);
+  EXPECT_FALSE(f->kv_type_k.has_value());
+  EXPECT_FALSE(f->kv_type_v.has_value());
   auto bad = Load({}, {{"MATRICXON_KV_TYPE", "q8"}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("MATRICXON_KV_TYPE='q8': expected f16 or f32"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("MATRICXON_KV_TYPE='q8': expected f16, q8_0, q4_0 or f32"),
+            std::string::npos)
+      << bad.status().ToString();
+  // Only the four KV types, spelled as in the table (not every ggml type).
+  EXPECT_FALSE(Load({}, {{"MATRICXON_KV_TYPE", "q4_1"}}).ok());
+  EXPECT_FALSE(Load({}, {{"MATRICXON_KV_TYPE", "Q8_0"}}).ok());
+}
+
+TEST(OptionsTest, KvTypeForKeysAndValuesApart) {
+  auto q = Load({}, {{"MATRICXON_KV_TYPE", "q8_0"}});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->kv_type, DType::kQ8_0);
+  auto both = Load({{"kv-type-v", "q4_0"}},
+                   {{"MATRICXON_KV_TYPE", "q8_0"}, {"MATRICXON_KV_TYPE_K", "f16"}});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->kv_type, DType::kQ8_0);
+  EXPECT_EQ(both->kv_type_k, DType::kF16);
+  EXPECT_EQ(both->kv_type_v, DType::kQ4_0);
+  auto bad = Load({{"kv-type-k", "q2_k"}}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--kv-type-k='q2_k'"), std::string::npos)
       << bad.status().ToString();
 }
 

@@ -40,6 +40,8 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   mo.scheduler.n_ctx = ctx_.options.ctx_size;
   mo.scheduler.n_parallel = ctx_.options.parallel;
   mo.scheduler.kv_type = ctx_.options.kv_type;
+  mo.scheduler.k_type = ctx_.options.kv_type_k;
+  mo.scheduler.v_type = ctx_.options.kv_type_v;
   mo.scheduler.cache.slots = ctx_.options.prompt_cache_slots;
   mo.scheduler.cache.budget_bytes = static_cast<uint64_t>(ctx_.options.prompt_cache_budget_mb) << 20;
   mo.scheduler.cache.context_shift = ctx_.options.prompt_cache_context_shift;

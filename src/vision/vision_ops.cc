@@ -181,10 +181,10 @@ void Attention(const float* q, const float* k, const float* v, int64_t ld, int64
   ForEach(pool, n_head * n_tiles, [&](int64_t task, int thread) {
     const int64_t h = task / n_tiles, t0 = (task % n_tiles) * tile;
     kernels::KvView kv;
-    kv.type = DType::kF32;
+    kv.k_type = kv.v_type = DType::kF32;
     kv.k = reinterpret_cast<const uint8_t*>(&kh[static_cast<size_t>(h * n * d)]);
     kv.v = reinterpret_cast<const uint8_t*>(&vh[static_cast<size_t>(h * n * d)]);
-    kv.row_bytes = static_cast<size_t>(d) * sizeof(float);
+    kv.k_row_bytes = kv.v_row_bytes = static_cast<size_t>(d) * sizeof(float);
     kv.n_kv_head = 1;
     kv.head_dim = static_cast<int>(d);
     kernels::AttentionRows(q + t0 * ld + h * d, ld, std::min(tile, n - t0), 1, kv, n_pos.data(),

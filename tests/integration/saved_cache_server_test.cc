@@ -227,6 +227,58 @@ TEST_F(SavedCacheServerTest, AnotherModelFileNeverUsesTheSavedCache) {
   EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t2.text);
 }
 
+// A chat saved by a server running q8_0 KV rows goes on from disk, exactly,
+// under q8_0 after a restart; a server running f16 never loads the file
+// (its rows are another layout) and says so. The RAM pool counts q8_0 rows
+// at their real size.
+TEST_F(SavedCacheServerTest, KvTypeOfTheFileMustBeTheServers) {
+  auto ram_bytes = [&] {
+    const Json c = Get(port(), "/api/cache").body;
+    return c["models"][0]["used_bytes"].get<int64_t>();
+  };
+  Start({"--kv-type", "q8_0"});
+  std::vector<Msg> chat = {{"system", kSystem},
+                           {"user", "Remember the word " + kSecretWord + ", please."}};
+  Turn t1 = Chat(port(), chat);
+  const int64_t q8_bytes = ram_bytes();
+  Stop();
+  ASSERT_EQ(SavedFiles().size(), 1u);
+  // `cache ls` says which KV type the file needs.
+  const std::string ls = "env -u MATRICXON_CACHE_KEY " + BinaryPath() + " cache ls --dir " +
+                         cache_dir_ + " --models-dir " + dir_ + "/models > " + dir_ +
+                         "/ls.out 2>&1";
+  ASSERT_EQ(std::system(ls.c_str()), 0);
+  EXPECT_NE(ReadAll(dir_ + "/ls.out").find("model tiny (match, KV cache type q8_0)"),
+            std::string::npos)
+      << ReadAll(dir_ + "/ls.out");
+
+  Start({}, {{"MATRICXON_KV_TYPE", "q8_0"}});
+  WaitForFiles(1);
+  chat.push_back({"assistant", t1.text});
+  chat.push_back({"user", "Which word was it?"});
+  Turn t2 = Chat(port(), chat);
+  EXPECT_GE(t2.cached, t1.prompt_tokens) << Log();
+  EXPECT_NE(Log().find("tokens from disk"), std::string::npos) << Log();
+  EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t2.text);
+  Stop();
+
+  Start();  // f16, the default
+  WaitForFiles(1);
+  chat.push_back({"assistant", t2.text});
+  chat.push_back({"user", "And once more?"});
+  Turn t3 = Chat(port(), chat);
+  EXPECT_EQ(t3.cached, 0);
+  EXPECT_NE(Log().find(
+                "re-reading the entire chat (" + std::to_string(t3.prompt_tokens) +
+                " tokens): the saved cache was made with KV cache type q8_0 (this model runs f16)"),
+            std::string::npos)
+      << Log();
+  EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t3.text);
+  // The f16 chat is longer than the q8_0 one was and its rows twice the size
+  // per token: its pool entry takes more memory (whole pages per layer).
+  EXPECT_GT(ram_bytes(), q8_bytes);
+}
+
 TEST_F(SavedCacheServerTest, ChangedPassphraseDeletesOldFilesAndChatsGoOn) {
   Start({}, {{"MATRICXON_CACHE_KEY", "first passphrase"}});
   std::vector<Msg> chat = {{"system", kSystem}, {"user", "Hello?"}};

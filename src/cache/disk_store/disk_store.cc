@@ -170,6 +170,7 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model, std::span<co
                                          const std::string* only_tenant) const {
   PrefixMatch match;
   size_t other_best = 0;
+  uint64_t other_layout = 0;  // of the other_best file when it is this model's
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, e] : index_) {
     if (only_tenant != nullptr && e.info.tenant != *only_tenant) continue;
@@ -179,7 +180,12 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model, std::span<co
             .first -
         e.tokens.begin());
     if (!(e.info.model == model)) {
-      other_best = std::max(other_best, lcp);
+      if (lcp > other_best) {
+        other_best = lcp;
+        other_layout = e.info.model.model_fingerprint == model.model_fingerprint
+                           ? e.info.model.state_layout_fingerprint
+                           : 0;
+      }
       continue;
     }
     if (lcp > match.common_prefix ||
@@ -191,6 +197,7 @@ PrefixMatch DiskStore::FindLongestPrefix(const ModelBinding& model, std::span<co
   match.found = match.common_prefix > 0;
   if (match.found) return match;
   match.entry = SavedEntryInfo{};
+  match.other_layout_fingerprint = other_best > 0 ? other_layout : 0;
   if (index_.empty() || only_tenant != nullptr) {
     match.why_none = !checked_ ? "the disk cache is still being checked"
                      : index_.empty() ? "the disk cache is empty"

@@ -114,6 +114,10 @@ struct PrefixMatch {
   size_t common_prefix = 0;     // tokens shared with the prompt (> 0 when found)
   std::string why_none;         // when !found, worded for the log (SPEC §8)
   bool other_model = false;     // when !found: a file of another model shared a start
+  // When other_model and the best such file came from this model file under
+  // another state layout (e.g. another KV cache type): that layout's
+  // fingerprint, so the engine can name the difference; 0 otherwise.
+  uint64_t other_layout_fingerprint = 0;
 };
 
 // Result of FindShift: a saved chat that the prompt continues once one span

@@ -281,11 +281,16 @@ TEST_F(DiskStoreTest, EntryOfAnotherModelIsNeverReturned) {
   EXPECT_FALSE(m.found);
   EXPECT_TRUE(m.other_model);
   EXPECT_EQ(m.why_none, "the saved cache was made by another model");
+  EXPECT_EQ(m.other_layout_fingerprint, 0u);  // another model file
   EXPECT_EQ(store_->Load(info.id, kModelB).status().code(), Status::Code::kInvalidArgument);
-  // Same file, other engine state layout: another model too.
+  // Same file, other engine state layout (e.g. another KV type): another
+  // model too, and the match names the file's layout for the log.
   ModelBinding other_layout = kModelA;
   other_layout.state_layout_fingerprint ^= 1;
-  EXPECT_FALSE(store_->FindLongestPrefix(other_layout, Tokens(1, 20)).found);
+  const PrefixMatch o = store_->FindLongestPrefix(other_layout, Tokens(1, 20));
+  EXPECT_FALSE(o.found);
+  EXPECT_TRUE(o.other_model);
+  EXPECT_EQ(o.other_layout_fingerprint, kModelA.state_layout_fingerprint);
   EXPECT_EQ(store_->Load(info.id, other_layout).status().code(), Status::Code::kInvalidArgument);
   // Files of another model are kept (their model may be loaded later).
   EXPECT_TRUE(fs::exists(PathOf(info.id)));
