@@ -1,5 +1,6 @@
 // SequenceState: everything the engine remembers about one sequence (one
-// chat): the attention KV rows of every attention layer, position p in row p,
+// chat): the attention KV rows of every attention layer, token p in row p (its keys
+// rotated by its RoPE position: p, or less after a picture, see runner.h),
 // plus the fixed-size recurrent state (conv + SSM) of every Mamba2 layer.
 // It is the unit the prompt cache keeps, copies, shifts and saves.
 //
