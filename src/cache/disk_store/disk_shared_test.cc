@@ -152,6 +152,32 @@ TEST_F(DiskSharedTest, StartupOfASingleNodeDeletesEveryTemporary) {
   EXPECT_TRUE(Names().empty());
 }
 
+TEST_F(DiskSharedTest, PurgeInASharedFolderKeepsYoungTemporaries) {
+  auto a = Node();
+  auto b = Node();
+  SaveOn(a.get(), Tokens(1, 40), Payload(3000, 1));
+  SaveOn(b.get(), Tokens(2, 40), Payload(3000, 2));
+  const uint64_t now = Env::Default()->WallMicros();
+  const std::string young = std::string(32, 'a') + ".mxpc.tmp";
+  const std::string stale = std::string(32, 'b') + ".mxpc.tmp";
+  WriteTemp(young, now - uint64_t{60} * 1000000);       // another node's write in progress
+  WriteTemp(stale, now - uint64_t{20} * 60 * 1000000);  // a crash's leftover
+  auto removed = a->Purge();
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(removed->files, 2u);  // b's file too, though a never indexed it
+  EXPECT_EQ(Names(), std::vector<std::string>{young});
+}
+
+TEST_F(DiskSharedTest, PurgeOfASingleNodeDeletesEveryTemporary) {
+  auto a = Node(Env::Default(), /*shared=*/false);
+  SaveOn(a.get(), Tokens(1, 40), Payload(3000, 1));
+  WriteTemp(std::string(32, 'a') + ".mxpc.tmp", Env::Default()->WallMicros());
+  auto removed = a->Purge();
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(removed->files, 1u);
+  EXPECT_TRUE(Names().empty());
+}
+
 TEST_F(DiskSharedTest, SharedStartupLeavesFilesOfAnotherKey) {
   KeyStore other_key = KeyStore::FromKey(TestKey(9), KeySource::kPassphrase);
   DiskStoreOptions options;

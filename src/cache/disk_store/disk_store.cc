@@ -439,6 +439,12 @@ Result<RemovalStats> DiskStore::Purge() {
     const std::string path = PathOf(name);
     auto info = env_->GetLinkInfo(path);
     if (info.ok() && !info->is_regular) continue;  // not the store's: left alone
+    // In a shared folder a young temporary may be another node's write in
+    // progress (the start-up check's rule): only older ones are removed.
+    if (kind == FileNameKind::kTemp && options_.shared_folder &&
+        (!info.ok() || info->mtime_micros + options_.stale_temp_age_us > env_->WallMicros())) {
+      continue;
+    }
     Status st = env_->RemoveFile(path);
     if (st.ok()) {
       if (kind == FileNameKind::kCache) ++stats.files;

@@ -246,7 +246,9 @@ class DiskStore {
   // Deletes one saved file. NotFound when it neither is indexed nor exists.
   Status Remove(const std::string& id);
   // Deletes every saved file and temporary (not the key or the policy file,
-  // nor any name the store does not make). A Save writing meanwhile deletes
+  // nor any name the store does not make); in a shared folder only
+  // temporaries older than stale_temp_age_us (younger ones may be other
+  // nodes' writes in progress). A Save writing meanwhile deletes
   // its own file when it ends, so nothing written before the Purge returned
   // survives it.
   Result<RemovalStats> Purge();
