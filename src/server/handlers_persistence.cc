@@ -3,6 +3,8 @@
 //   PUT    /api/cache/persistence  any of enabled / budget_mb / ttl_hours: validated (400 naming the
 //                                  field, nothing changed), saved to prompt_cache_policy.json, applied now
 //   DELETE /api/cache/persistence  deletes every saved file -> {"deleted_files", "deleted_bytes"}
+//                                  (cluster: not other nodes' temporaries of writes in progress)
+// Cluster nodes apply a policy file another node changed (CheckPolicyFile).
 // Turning saving off deletes every saved file; shrinking the budget evicts at once.
 #include "core/logging.h"
 #include "server/http_util.h"
@@ -41,6 +43,35 @@ Json PersistenceJson(ServerContext* ctx) {
   return j;
 }
 
+uint64_t BudgetBytes(const PersistencePolicy& p) {
+  return static_cast<uint64_t>(p.budget_mb) << 20;
+}
+uint64_t TtlMicros(const PersistencePolicy& p) {
+  return static_cast<uint64_t>(p.ttl_hours) * 3600 * 1000000;
+}
+
+// Turns saving on under `next`'s limits. Opening the key can still fail
+// (e.g. a key file readable by others): then `before`'s limits are put back,
+// nothing has changed and the error is returned.
+Status TurnOn(ServerContext* ctx, const PersistencePolicy& before, const PersistencePolicy& next) {
+  ctx->saved->SetLimits(BudgetBytes(next), TtlMicros(next));
+  Status st = ctx->saved->SetEnabled(true).status();
+  if (!st.ok()) ctx->saved->SetLimits(BudgetBytes(before), TtlMicros(before));
+  return st;
+}
+
+// The rest of applying `next` (in force already): turning off deletes every
+// saved file; a smaller budget or TTL evicts now.
+void ApplyRest(ServerContext* ctx, const PersistencePolicy& next) {
+  Status applied = next.enabled ? Status::Ok() : ctx->saved->SetEnabled(false).status();
+  if (applied.ok()) applied = ctx->saved->SetLimits(BudgetBytes(next), TtlMicros(next)).status();
+  if (!applied.ok()) {
+    // The policy is saved and in force; deleting files failed part-way.
+    MX_LOG(kWarn) << "saved caches: the new policy could not be fully applied: "
+                  << applied.ToString();
+  }
+}
+
 void HandlePut(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   if (ctx->saved == nullptr) {
     SendError(res, 503, "saved caches are unavailable: the cache folder could not be created", "unavailable");
@@ -68,15 +99,8 @@ void HandlePut(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
     return;
   }
   const PersistencePolicy before = ctx->policy;
-  const uint64_t budget_bytes = static_cast<uint64_t>(next->budget_mb) << 20;
-  const uint64_t ttl_us = static_cast<uint64_t>(next->ttl_hours) * 3600 * 1000000;
   if (turning_on) {
-    // Opening the key can still fail (e.g. a key file readable by others):
-    // then the old policy is put back and nothing has changed.
-    ctx->saved->SetLimits(budget_bytes, ttl_us);
-    if (Status st = ctx->saved->SetEnabled(true).status(); !st.ok()) {
-      ctx->saved->SetLimits(static_cast<uint64_t>(before.budget_mb) << 20,
-                            static_cast<uint64_t>(before.ttl_hours) * 3600 * 1000000);
+    if (Status st = TurnOn(ctx, before, *next); !st.ok()) {
       Status back = had_policy_file ? SavePolicyFile(ctx->env, ctx->options.prompt_cache_dir, before)
                                     : ctx->env->RemoveFile(policy_path);
       if (!back.ok()) {
@@ -89,16 +113,41 @@ void HandlePut(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   ctx->policy = *next;
   const std::string line = PolicyJson(*next);
   MX_LOG(kInfo) << "saved caches: policy changed to " << line.substr(0, line.size() - 1);
-  Status applied = next->enabled ? Status::Ok() : ctx->saved->SetEnabled(false).status();
-  if (applied.ok()) applied = ctx->saved->SetLimits(budget_bytes, ttl_us).status();
-  if (!applied.ok()) {
-    // The policy is saved and in force; deleting files failed part-way.
-    MX_LOG(kWarn) << "saved caches: the new policy could not be fully applied: " << applied.ToString();
-  }
+  ApplyRest(ctx, *next);
   SendJson(res, PersistenceJson(ctx));
 }
 
 }  // namespace
+
+void CheckPolicyFile(ServerContext* ctx) {
+  if (ctx->saved == nullptr) return;
+  std::lock_guard<std::mutex> lock(ctx->policy_mu);
+  const std::string& dir = ctx->options.prompt_cache_dir;
+  const PolicyFileStamp stamp = StatPolicyFile(ctx->env, dir);
+  if (stamp == ctx->policy_stamp) return;
+  ctx->policy_stamp = stamp;
+  if (!stamp.exists) return;  // removed: the policy in force stays
+  auto next = LoadPolicyFile(ctx->env, dir);
+  if (!next.ok()) {
+    const std::string kept = PolicyJson(ctx->policy);
+    MX_LOG(kWarn) << "saved caches: " << next.status().ToString() << "; ignored, the policy stays "
+                  << kept.substr(0, kept.size() - 1);
+    return;
+  }
+  if (*next == ctx->policy) return;  // this node's own PUT, or no change
+  if (next->enabled && !ctx->saved->enabled()) {
+    if (Status st = TurnOn(ctx, ctx->policy, *next); !st.ok()) {
+      MX_LOG(kWarn) << "saved caches: another node turned saving on, but this node cannot: "
+                    << st.ToString();
+      return;
+    }
+  }
+  ctx->policy = *next;
+  const std::string line = PolicyJson(*next);
+  MX_LOG(kInfo) << "saved caches: policy changed by another node: "
+                << line.substr(0, line.size() - 1);
+  ApplyRest(ctx, *next);
+}
 
 void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   const std::string path = "/api/cache/persistence";

@@ -58,6 +58,12 @@ Result<PersistencePolicy> LoadPolicyFile(Env* env, const std::string& dir) {
   return p;
 }
 
+PolicyFileStamp StatPolicyFile(Env* env, const std::string& dir) {
+  auto info = env->GetLinkInfo(JoinPath(dir, kPolicyFileName));
+  if (!info.ok()) return {};
+  return {.exists = true, .mtime_micros = info->mtime_micros, .size_bytes = info->size_bytes};
+}
+
 Status SavePolicyFile(Env* env, const std::string& dir, const PersistencePolicy& policy) {
   MX_RETURN_IF_ERROR(env->CreateDirs(dir, 0700));
   return env->WriteFileAtomic(JoinPath(dir, kPolicyFileName), PolicyJson(policy), 0600);

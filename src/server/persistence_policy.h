@@ -47,4 +47,15 @@ Result<PersistencePolicy> LoadPolicyFile(Env* env, const std::string& dir);
 Status SavePolicyFile(Env* env, const std::string& dir, const PersistencePolicy& policy);
 std::string PolicyJson(const PersistencePolicy& policy);
 
+// What tells a changed policy file (another cluster node's PUT) without
+// reading it: its modification time and size; exists = false when there is
+// none (or it cannot be described).
+struct PolicyFileStamp {
+  bool exists = false;
+  uint64_t mtime_micros = 0;
+  uint64_t size_bytes = 0;
+  bool operator==(const PolicyFileStamp&) const = default;
+};
+PolicyFileStamp StatPolicyFile(Env* env, const std::string& dir);
+
 }  // namespace mx::server

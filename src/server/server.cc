@@ -89,6 +89,8 @@ void HttpServer::OpenSavedCaches() {
     MX_LOG(kWarn) << "saved caches: " << saved.status().ToString() << "; using the environment's settings";
   }
   ctx_.policy = policy;
+  // The file as read now: a later change is another node's (CheckPolicyFile).
+  ctx_.policy_stamp = StatPolicyFile(ctx_.env, o.prompt_cache_dir);
   engine::SavedCacheOptions so;
   so.dir = o.prompt_cache_dir;
   so.enabled = policy.enabled;
@@ -184,11 +186,20 @@ void HttpServer::Stop() {
 
 void HttpServer::IdleLoop() {
   std::unique_lock<std::mutex> lock(idle_mu_);
+  auto policy_checked = std::chrono::steady_clock::now();
   while (!stopping_) {
     idle_cv_.wait_for(lock, std::chrono::seconds(1));
     if (stopping_) break;
     lock.unlock();
     models_->UnloadIdle();
+    // Cluster nodes share the policy file: another node's PUT is applied
+    // here within kPolicyCheckSeconds (docs/cluster.md).
+    const auto now = std::chrono::steady_clock::now();
+    if (ctx_.options.cluster_node &&
+        now - policy_checked >= std::chrono::seconds(kPolicyCheckSeconds)) {
+      policy_checked = now;
+      CheckPolicyFile(&ctx_);
+    }
     lock.lock();
   }
 }

@@ -52,6 +52,7 @@ struct ServerContext {
   engine::CacheEventLog* cache_events = nullptr;  // each request's cache log line (the status page)
   std::mutex policy_mu;                      // serializes policy changes
   PersistencePolicy policy;                  // guarded by policy_mu: the effective saved-cache policy
+  PolicyFileStamp policy_stamp;              // guarded by policy_mu: the policy file last looked at
 };
 
 using RouteHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
@@ -82,6 +83,12 @@ void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes); // handle
 void AddCacheRoutes(ServerContext* ctx, std::vector<Route>* routes);   // handlers_cache.cc
 std::string RenderCacheMetrics(ServerContext* ctx);                    // handlers_cache.cc
 void AddPersistenceRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_persistence.cc
+// Cluster nodes: when prompt_cache_policy.json's modification time or size
+// changed since the last call, re-reads it and applies a policy another node
+// saved (as a PUT does). A file that cannot be read or parsed is logged and
+// ignored. Called every kPolicyCheckSeconds (handlers_persistence.cc).
+void CheckPolicyFile(ServerContext* ctx);
+inline constexpr int kPolicyCheckSeconds = 5;
 void AddStatusRoutes(ServerContext* ctx, std::vector<Route>* routes);  // handlers_status.cc
 
 // Resolves a request's "model" field: empty means the only model of the

@@ -127,6 +127,35 @@ TEST_F(ClusterServerTest, StartingNodeLeavesAWriteInProgressAndRemovesAStaleTemp
   EXPECT_NE(Log(c).find("1 stale temporaries"), std::string::npos) << Log(c);
 }
 
+TEST_F(ClusterServerTest, PolicyPutOnOneNodeIsAppliedByTheOthers) {
+  const size_t a = StartNode();
+  const size_t b = StartNode();
+  WaitForCheck(a);
+  WaitForCheck(b);
+  httplib::Client cli("127.0.0.1", port(a));
+  auto put = cli.Put("/api/cache/persistence", R"({"budget_mb": 123, "ttl_hours": 5})",
+                     "application/json");
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->status, 200) << put->body;
+  // b looks at the policy file every 5 s.
+  for (int i = 0; i < 150 && Persistence(b)["budget_mb"].get<int64_t>() != 123; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Persistence(b)["budget_mb"].get<int64_t>(), 123) << Log(b);
+  EXPECT_EQ(Persistence(b)["ttl_hours"].get<int64_t>(), 5) << Log(b);
+  EXPECT_NE(Log(b).find("policy changed by another node"), std::string::npos) << Log(b);
+  EXPECT_EQ(Log(a).find("policy changed by another node"), std::string::npos) << Log(a);
+
+  // A damaged policy file is logged and ignored: the policy in force stays.
+  std::ofstream(cache_dir_ + "/prompt_cache_policy.json") << "{\"budget_mb\": ";
+  for (int i = 0; i < 150 && Log(b).find("; ignored, the policy stays") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(Log(b).find("; ignored, the policy stays"), std::string::npos) << Log(b);
+  EXPECT_EQ(Persistence(b)["budget_mb"].get<int64_t>(), 123) << Log(b);
+  EXPECT_TRUE(Persistence(b)["enabled"].get<bool>()) << Log(b);
+}
+
 TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
   const size_t a = StartNode({"--prompt-cache-slots", "1"});
   WaitForCheck(a);
