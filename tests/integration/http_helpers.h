@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +19,27 @@ namespace mx::testing {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
+
+// A whole file's bytes ("" when it cannot be read).
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// ../shared/ref/<file> parsed (discarded when missing or malformed).
+inline Json LoadRefJson(const std::string& file) {
+  return Json::parse(ReadFile(std::string(MATRICXON_REF_DIR) + "/" + file), nullptr, false);
+}
+
+// Bytes from the reference's "pieces_hex" strings.
+inline std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
 
 inline std::string TempDir(const std::string& name) {
   fs::path p = fs::path(::testing::TempDir()) / ("mx_it_" + name + "_" + std::to_string(getpid()));

@@ -20,23 +20,9 @@
 namespace mx::testing {
 namespace {
 
-Json LoadRef() {
-  std::ifstream f(std::string(MATRICXON_REF_DIR) + "/ref-tiny-qwen35.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return Json::parse(ss.str(), nullptr, false);
-}
-
 const Json& Ref() {
-  static const Json* ref = new Json(LoadRef());
+  static const Json* ref = new Json(LoadRefJson("ref-tiny-qwen35.json"));
   return *ref;
-}
-
-std::string FromHex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return out;
 }
 
 std::vector<Msg> Messages(const Json& turn) {

@@ -19,15 +19,8 @@
 namespace mx::testing {
 namespace {
 
-Json LoadRef() {
-  std::ifstream f(std::string(MATRICXON_REF_DIR) + "/ref-tiny-qwen35-vision.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return Json::parse(ss.str(), nullptr, false);
-}
-
 const Json& Ref() {
-  static const Json* ref = new Json(LoadRef());
+  static const Json* ref = new Json(LoadRefJson("ref-tiny-qwen35-vision.json"));
   return *ref;
 }
 
@@ -38,13 +31,6 @@ const Json& RefRun(const std::string& name) {
   static const Json none;
   ADD_FAILURE() << name;
   return none;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string Base64(const std::string& bytes) {
@@ -74,13 +60,6 @@ std::string PngPath(const std::string& image) {
   return std::string(MATRICXON_REF_DIR) + "/" + Ref()["images"][image]["file"].get<std::string>();
 }
 std::string DataUrl(const std::string& bytes) { return "data:image/png;base64," + Base64(bytes); }
-
-std::string FromHex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return out;
-}
 
 // The reference messages with the picture as an image_url part in the
 // marker's place (parts joined with nothing between them).
