@@ -286,6 +286,24 @@ void PromptCache::Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_
   if (ticket.lease_.valid()) ticket.lease_.Commit(std::move(tokens), prompt_len);
 }
 
+Result<CacheTicket> PromptCache::Fork(CacheTicket& from, std::span<const int32_t> tokens,
+                                      const std::string& tenant) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  MX_ASSIGN_OR_RETURN(std::unique_ptr<models::SequenceState> copy, from.state().ClonePrefix(n));
+  CacheTicket t;
+  t.n_reused_ = from.n_reused_;
+  t.diverged_at_ = from.diverged_at_;
+  t.source_ = from.source_;
+  t.log_ = "a further choice continues from a copy of the prompt's state (" + std::to_string(n) +
+           " tokens)";
+  if (from.pooled()) {
+    t.lease_ = pool_.Adopt(std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(copy), tenant);
+  } else {
+    t.private_ = std::move(copy);
+  }
+  return t;
+}
+
 void PromptCache::Abandon(CacheTicket ticket) {
   // Destroying an uncommitted lease drops its entry.
   ticket.lease_ = SequencePool::Lease();

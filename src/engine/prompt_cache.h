@@ -132,6 +132,12 @@ class PromptCache {
   void Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len);
   // The request failed: a pooled entry is dropped (its state may be partial).
   void Abandon(CacheTicket ticket);
+  // A further choice of a request (n > 1) whose prompt `from` has just read:
+  // a new ticket holding a copy of `from`'s state, which holds exactly
+  // `tokens`. Pooled (a new in-use entry of `tenant`, all of `tokens`
+  // reused) when `from` is, private otherwise.
+  Result<CacheTicket> Fork(CacheTicket& from, std::span<const int32_t> tokens,
+                           const std::string& tenant);
   // Unload / shutdown: every idle entry leaves the pool for the write queue
   // (the store's writer writes them; nothing waits here). REQUIRES: no
   // request runs (the loop stopped).

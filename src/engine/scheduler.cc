@@ -13,11 +13,11 @@ namespace mx::engine {
 
 bool GenStream::Next(GenEvent* event) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (finished_) return false;
+  if (open_ == 0) return false;
   cv_.wait(lock, [&] { return !events_.empty(); });
   *event = std::move(events_.front());
   events_.pop_front();
-  if (event->final) finished_ = true;
+  if (event->final) --open_;
   return true;
 }
 
@@ -29,6 +29,14 @@ void GenStream::Cancel() {
 bool GenStream::cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cancelled_;
+}
+
+void GenStream::PushToChoices(int first, int last, const GenEvent& event) {
+  for (int c = first; c < last; ++c) {
+    GenEvent e = event;
+    e.choice = c;
+    Push(std::move(e));
+  }
 }
 
 void GenStream::Push(GenEvent event) {
@@ -48,6 +56,9 @@ struct Scheduler::Slot {
   models::SequenceState* seq = nullptr;  // = &ticket.state() once started
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<TextStream> text;
+  std::unique_ptr<TokenConstraint> constraint;  // a clone of request.constraint
+  int choice = 0;                // which of the request's n replies this slot makes
+  int forks = 0;                 // choices still to copy from this one (n - 1 until forked)
   std::vector<int32_t> history;  // prompt + generated tokens
   size_t n_read = 0;             // prompt tokens the state holds
   int64_t cached = 0;
@@ -120,7 +131,7 @@ Scheduler::~Scheduler() {
     GenEvent ev;
     ev.final = true;
     ev.status = Status::Internal("the model was unloaded before the request started");
-    q.stream->Push(std::move(ev));
+    q.stream->PushToChoices(0, q.request.n, ev);
   }
 }
 
@@ -145,6 +156,9 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
                                   std::to_string(n_ctx()) + " (including at least one generated token)");
   } else if (request.max_tokens < 1) {
     bad = Status::InvalidArgument("max_tokens must be >= 1");
+  } else if (request.n < 1 || request.n > kMaxChoices) {
+    bad = Status::InvalidArgument("n must be in [1, " + std::to_string(kMaxChoices) + "], got " +
+                                  std::to_string(request.n));
   } else {
     bad = ValidatePromptImages(request.prompt, request.images, runner_->n_vocab());
   }
@@ -155,6 +169,7 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
     stream->Push(std::move(ev));
     return stream;
   }
+  stream->open_ = request.n;  // not yet shared: no lock needed
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(request), stream, env_->NowMicros()});
@@ -215,6 +230,7 @@ Status Scheduler::StartSlot(Slot& s) {
 
 void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   GenEvent ev;
+  ev.choice = s.choice;
   ev.final = true;
   ev.finish_reason = std::move(reason);
   ev.status = std::move(status);
@@ -252,7 +268,64 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     --active_count_;
   }
+  // Choices not copied yet (the request ended before its prompt was read)
+  // end the same way, with nothing generated.
+  if (s.forks > 0) {
+    GenEvent rest = ev;
+    rest.completion_tokens = 0;
+    rest.text.clear();
+    s.stream->PushToChoices(1, 1 + s.forks, rest);
+    s.forks = 0;
+  }
   s.stream->Push(std::move(ev));
+}
+
+void Scheduler::ArmSlot(Slot& s, int choice) {
+  s.choice = choice;
+  SamplingParams sampling = s.request.sampling;
+  if (choice > 0 && sampling.seed != 0) sampling.seed += static_cast<uint64_t>(choice);
+  s.sampler = std::make_unique<Sampler>(sampling);
+  s.text = std::make_unique<TextStream>(s.request.stop);
+  s.constraint = s.request.constraint ? s.request.constraint->Clone() : nullptr;
+}
+
+void Scheduler::ForkChoices(Slot& s, std::vector<std::unique_ptr<Slot>>* out) {
+  const int n = s.forks;
+  s.forks = 0;
+  const size_t first = out->size();
+  const uint64_t t0 = env_->NowMicros();
+  const auto held = std::span<const int32_t>(s.history.data(), static_cast<size_t>(s.seq->n_tokens()));
+  for (int c = 1; c <= n; ++c) {
+    auto f = std::make_unique<Slot>();
+    f->request = s.request;
+    f->stream = s.stream;
+    f->cached = s.cached;
+    f->n_read = s.n_read;
+    f->history = s.history;
+    f->timings = s.timings;  // the prompt was read once, for every choice
+    ArmSlot(*f, c);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++active_count_;  // Finish counts each slot out once
+    }
+    Result<CacheTicket> ticket = Status::ResourceExhausted("out of memory while copying the prompt's state");
+    try {
+      ticket = cache_->Fork(s.ticket, held, s.request.tenant);
+    } catch (const std::bad_alloc&) {
+    }
+    if (!ticket.ok()) {
+      MX_LOG(kError) << "model " << options_.model_name << ": choice " << c << ": " << ticket.status().ToString();
+      Finish(*f, "error", ticket.status().WithContext("choice " + std::to_string(c)));
+      continue;
+    }
+    f->ticket = std::move(ticket).value();
+    f->seq = &f->ticket.state();
+    out->push_back(std::move(f));
+  }
+  const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
+  for (size_t k = first; k < out->size(); ++k) (*out)[k]->timings.cache_ms += ms;
+  MX_LOG(kInfo) << "model " << options_.model_name << ": " << n << " further choice" << (n == 1 ? "" : "s")
+                << " copied from the prompt's state (" << held.size() << " tokens) in " << ms << " ms";
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
@@ -264,13 +337,22 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
     for (int32_t eog : tok.eog_ids()) masked_[static_cast<size_t>(eog)] = -INFINITY;
     logits = masked_;
   }
-  int32_t id = s.sampler->Sample(logits, s.history);
+  const int32_t id = s.sampler->Sample(logits, s.history, s.constraint.get());
+  if (id < 0) {  // the constraint allows no token here
+    MX_LOG(kWarn) << "model " << options_.model_name << ": the reply's constraint allows no token after "
+                     << s.generated << " generated tokens; ending the reply";
+    charge();
+    Finish(s, "stop", Status::Ok());
+    return;
+  }
   if (tok.IsEog(id)) {
     charge();
     Finish(s, "stop", Status::Ok());
     return;
   }
+  if (s.constraint) s.constraint->Accept(id);
   GenEvent ev;
+  ev.choice = s.choice;
   ev.has_token = true;
   ev.token = id;
   if (s.request.logprobs) {
@@ -283,7 +365,7 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   ev.time_us = env_->NowMicros();
   s.stream->Push(std::move(ev));
   charge();
-  if (s.text->stopped()) {
+  if (s.text->stopped() || (s.constraint && s.constraint->MustEnd())) {
     Finish(s, "stop", Status::Ok());
   } else if (s.generated >= s.request.max_tokens || s.seq->n_tokens() + 1 > runner_->n_ctx()) {
     Finish(s, "length", Status::Ok());
@@ -353,6 +435,7 @@ void Scheduler::Loop() {
   std::vector<Slot*> wants;  // slot of each entry that asks for logits, in order
   std::vector<float> logits;
   std::vector<Queued> gone;  // cancelled while waiting for a slot
+  std::vector<std::unique_ptr<Slot>> forked;  // this step's further choices (n > 1)
   // Whether this loop told the server-wide gate that it has requests (saved
   // caches are then written only in slices between forward passes).
   bool gate_active = false;
@@ -383,6 +466,7 @@ void Scheduler::Loop() {
         Queued& q = queue_.front();
         slot->request = std::move(q.request);
         slot->stream = std::move(q.stream);
+        slot->forks = slot->request.n - 1;
         slot->timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
         queue_.pop_front();
         slots.push_back(std::move(slot));
@@ -396,7 +480,7 @@ void Scheduler::Loop() {
       ev.prompt_tokens = static_cast<int64_t>(q.request.prompt.size());
       ev.timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
       ev.time_us = env_->NowMicros();
-      q.stream->Push(std::move(ev));
+      q.stream->PushToChoices(0, q.request.n, ev);
     }
     gone.clear();
     if (slots.empty()) continue;
@@ -420,8 +504,7 @@ void Scheduler::Loop() {
           continue;
         }
         s->n_read = static_cast<size_t>(s->cached);
-        s->sampler = std::make_unique<Sampler>(s->request.sampling);
-        s->text = std::make_unique<TextStream>(s->request.stop);
+        ArmSlot(*s, 0);
         s->history = s->request.prompt;
       }
       if (s->stream->cancelled()) {
@@ -495,8 +578,18 @@ void Scheduler::Loop() {
     }
     const size_t n_vocab = static_cast<size_t>(runner_->n_vocab());
     for (size_t i = 0; i < wants.size(); ++i) {
-      OnLogits(*wants[i], std::span<const float>(logits.data() + i * n_vocab, n_vocab));
+      const std::span<const float> row(logits.data() + i * n_vocab, n_vocab);
+      if (wants[i]->forks > 0) {
+        // The prompt is read: further choices start from copies of its state
+        // and draw their first token from the same logits.
+        const size_t first = forked.size();
+        ForkChoices(*wants[i], &forked);
+        for (size_t k = first; k < forked.size(); ++k) OnLogits(*forked[k], row);
+      }
+      OnLogits(*wants[i], row);
     }
+    for (auto& f : forked) slots.push_back(std::move(f));
+    forked.clear();
     std::erase_if(slots, [](const auto& s) { return s->done; });
     cache_->Recharge();
     {
