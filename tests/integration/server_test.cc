@@ -294,7 +294,7 @@ TEST_F(ServerTest, WrongTypeIs400NamingTheField) {
   body["max_tokens"] = "many";
   ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'max_tokens'");
   body = ChatBody("x", 2);
-  body["n"] = 2;
+  body["n"] = 17;
   ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'n'");
 }
 
