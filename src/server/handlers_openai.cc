@@ -101,6 +101,14 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   }
   r->logprobs = cr.logprobs;
   r->include_usage = cr.gen.include_usage;
+  if (cr.tools.active()) {
+    r->tool_format = toolcalls::DetectToolCallFormat(lm.chat_template_text);
+    Json tools = Json::array();
+    for (const ToolSpec& t : cr.tools.tools) {
+      tools.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"parameters", t.parameters}}}});
+    }
+    r->tool_schemas = std::make_shared<const toolcalls::ToolSchemas>(toolcalls::ToolSchemas::FromJson(tools));
+  }
   engine::GenRequest gr = BaseRequest(ctx, cr.gen, std::move(*tenant));
   gr.prompt = std::move(encoded->tokens);
   gr.images = std::move(encoded->images);

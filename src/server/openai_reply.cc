@@ -5,7 +5,7 @@
 
 #include "server/api_types.h"
 #include "server/http_util.h"
-#include "server/reasoning.h"
+#include "server/chat_choice.h"
 
 namespace mx::server {
 namespace {
@@ -71,49 +71,20 @@ struct Totals {
   }
 };
 
-// One chat choice's text pipeline: reasoning split, then content.
-class ChatChoice {
- public:
-  explicit ChatChoice(const Reply& r) {
-    if (r.split_reasoning)
-      splitter_ = std::make_unique<ReasoningSplitter>(r.reasoning_starts_inside);
-  }
-  // The delta for the next piece of text (content and, for thinking
-  // models, reasoning_content); empty when everything was held back.
-  Json Delta(const std::string& text) {
-    std::string reasoning, content;
-    if (splitter_) {
-      splitter_->Feed(text, &reasoning, &content);
-    } else {
-      content = text;
-    }
-    return MakeDelta(reasoning, content);
-  }
-  // The reply ended: what was held back.
-  Json Rest() {
-    std::string reasoning, content;
-    if (splitter_) splitter_->Finish(&reasoning, &content);
-    return MakeDelta(reasoning, content);
-  }
-  // Whole replies: the message of all of `text`.
-  Json Message(const std::string& text) {
-    Json d = Delta(text), rest = Rest();
-    std::string content = d.value("content", "") + rest.value("content", "");
-    std::string reasoning = d.value("reasoning_content", "") + rest.value("reasoning_content", "");
-    Json m = {{"role", "assistant"}, {"content", content}};
-    if (!reasoning.empty()) m["reasoning_content"] = reasoning;
-    return m;
-  }
+ChatChoiceOptions ChoiceOptions(const Reply& r) {
+  return {.split_reasoning = r.split_reasoning,
+          .reasoning_starts_inside = r.reasoning_starts_inside,
+          .tool_format = r.tool_format,
+          .tool_schemas = r.tool_schemas.get(),
+          .env = r.ctx->env};
+}
 
- private:
-  static Json MakeDelta(const std::string& reasoning, const std::string& content) {
-    Json d = Json::object();
-    if (!content.empty()) d["content"] = content;
-    if (!reasoning.empty()) d["reasoning_content"] = reasoning;
-    return d;
-  }
-  std::unique_ptr<ReasoningSplitter> splitter_;
-};
+// finish_reason: "tool_calls" when a chat choice that ended by itself
+// called a tool.
+Json ChoiceFinish(const engine::GenEvent& ev, const ChatChoice* choice) {
+  if (choice != nullptr && choice->called() && ev.finish_reason == "stop") return "tool_calls";
+  return FinishReason(ev);
+}
 
 std::string Sse(const Json& j) { return "data: " + Dump(j) + "\n\n"; }
 
@@ -188,11 +159,11 @@ void AnswerWhole(Reply& r, HttpResponse& res) {
   for (int c = 0; c < r.n; ++c) {
     Whole& w = choices[static_cast<size_t>(c)];
     if (r.kind == ReplyKind::kChat) {
-      ChatChoice pipe(r);
+      ChatChoice pipe(ChoiceOptions(r));
       out.push_back({{"index", c},
                      {"message", pipe.Message(w.text)},
                      {"logprobs", r.logprobs ? Json{{"content", w.chat_lp}} : Json(nullptr)},
-                     {"finish_reason", FinishReason(w.last)}});
+                     {"finish_reason", ChoiceFinish(w.last, &pipe)}});
     } else {
       out.push_back({{"index", c},
                      {"text", w.text},
@@ -237,7 +208,7 @@ void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
     std::string out;
     for (int c = 0; c < r->n; ++c) {
       if (chat) {
-        pipes.emplace_back(*r);
+        pipes.emplace_back(ChoiceOptions(*r));
         out += chat_chunk(c, {{"role", "assistant"}, {"content", ""}});
       } else if (!r->echo.empty()) {
         out += text_chunk(c, r->echo);
@@ -264,11 +235,12 @@ void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
           }
         }
         if (chat) {
-          Json delta = pipes[static_cast<size_t>(c)].Delta(ev.text);
+          std::vector<Json> deltas = pipes[static_cast<size_t>(c)].Deltas(ev.text);
           // A token whose text is held back still carries its logprobs.
-          if (!delta.empty() || !lp.is_null()) {
-            if (delta.empty()) delta["content"] = "";
-            out += chat_chunk(c, std::move(delta), std::move(lp));
+          if (deltas.empty() && !lp.is_null()) deltas.push_back({{"content", ""}});
+          for (Json& d : deltas) {
+            out += chat_chunk(c, std::move(d), std::move(lp));
+            lp = nullptr;  // on the first of them
           }
         } else {
           out += text_chunk(c, ev.text, std::move(lp));
@@ -276,8 +248,7 @@ void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
       }
       if (ev.final && ev.status.ok()) {
         if (chat) {
-          Json rest = pipes[static_cast<size_t>(c)].Rest();
-          if (!rest.empty()) out += chat_chunk(c, std::move(rest));
+          for (Json& d : pipes[static_cast<size_t>(c)].Rest()) out += chat_chunk(c, std::move(d));
         }
         totals.Add(ev);
         // As llama.cpp's server does: `timings` rides on the last chunk
@@ -286,7 +257,7 @@ void AnswerStream(std::shared_ptr<Reply> r, HttpResponse& res) {
         Json fin = chat ? Json{{"index", c},
                                {"delta", Json::object()},
                                {"logprobs", nullptr},
-                               {"finish_reason", FinishReason(ev)}}
+                               {"finish_reason", ChoiceFinish(ev, &pipes[static_cast<size_t>(c)])}}
                         : Json{{"index", c},
                                {"text", ""},
                                {"logprobs", nullptr},

@@ -15,6 +15,7 @@
 #include "engine/scheduler.h"
 #include "server/http_types.h"
 #include "server/server.h"
+#include "toolcalls/tool_calls.h"
 
 namespace mx::server {
 
@@ -36,6 +37,10 @@ struct Reply {
   // starting inside a think block when the prompt opened one.
   bool split_reasoning = false;
   bool reasoning_starts_inside = false;
+  // Chats with tools: calls are parsed from the content in this syntax
+  // (kNone: the content stays text), reading parameters by these schemas.
+  toolcalls::ToolCallFormat tool_format = toolcalls::ToolCallFormat::kNone;
+  std::shared_ptr<const toolcalls::ToolSchemas> tool_schemas;
   uint64_t start_us = 0;
   bool first_token_seen = false;
 

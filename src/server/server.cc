@@ -17,6 +17,9 @@ Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req) {
   MX_ASSIGN_OR_RETURN(call.request, ParseChatRequest(body));
   MX_ASSIGN_OR_RETURN(call.model, ResolveModel(ctx, call.request.gen.model));
   MX_ASSIGN_OR_RETURN(call.prompt, ChatPromptFromBody(req.body));
+  // tool_choice "none": the reply never calls a tool, so the template is
+  // not shown any (the model then has nothing to call).
+  if (call.request.tools.choice == ToolChoice::kNone) call.prompt.tools = jinja::Value::None();
   return call;
 }
 
