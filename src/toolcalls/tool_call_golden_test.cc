@@ -162,6 +162,12 @@ TEST(ToolCallGoldenTest, RecoversTheRenderedCalls) {
                                                                 << turn;
         ++recovered;
       }
+      // The same turn streamed byte by byte gives the same result.
+      ToolCallStream stream(format, &schemas);
+      ParsedToolCalls streamed;
+      for (char ch : turn) testing::Fold(stream.Feed(std::string_view(&ch, 1)), &streamed);
+      testing::Fold(stream.Finish(), &streamed);
+      EXPECT_TRUE(testing::SameResult(streamed, r)) << name << " " << id;
       ++per_template[name];
     }
   }
@@ -176,6 +182,7 @@ TEST(ToolCallGoldenTest, RecoversTheRenderedCalls) {
       continue;
     EXPECT_GT(per_template[name], 0) << name << ": no rendered call was checked";
   }
+  RecordProperty("calls_recovered", static_cast<int>(recovered));
   EXPECT_GT(recovered, 60u);
 }
 

@@ -97,6 +97,7 @@ TEST(NormalizeToolCallHistoryTest, WireFormRendersAsTheObjectGolden) {
       ++exact;
     }
   }
+  RecordProperty("exact_renderings", exact);
   EXPECT_GT(exact, 50);
 }
 
