@@ -101,7 +101,13 @@ Block ParseLlama3(std::string_view text, bool at_end, const ToolSchemas*) {
   std::vector<ToolCall> calls;
   if (const JsonValue* v = r.Json()) {
     ToolCall c;
-    if (!CallFromObject(*v, v->root(), "name", {"parameters", "arguments"}, &c)) r.Fail();
+    // Unlike the tagged formats, nothing but the keys tells a call from a JSON
+    // answer here, so the arguments must be present.
+    const bool has_args = v->root().kind == JsonNode::Kind::kObject &&
+                          (v->Member(v->root(), "parameters") || v->Member(v->root(), "arguments"));
+    if (!has_args || !CallFromObject(*v, v->root(), "name", {"parameters", "arguments"}, &c)) {
+      r.Fail();
+    }
     calls.push_back(std::move(c));
   }
   return Verdict(r, std::move(calls));

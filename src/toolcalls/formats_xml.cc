@@ -73,6 +73,16 @@ Block FunctionXml(std::string_view text, bool at_end, const ToolSchemas* schemas
 }  // namespace
 
 Block ParseQwen3Xml(std::string_view text, bool at_end, const ToolSchemas* schemas) {
+  // These models sometimes write the Hermes JSON body instead; accept it.
+  Reader r(text, at_end);
+  r.Lit("<tool_call>");
+  r.Space();
+  if (r.ok() && r.rest().empty() && !at_end) {
+    Block b;
+    b.status = BlockStatus::kNeedMore;
+    return b;
+  }
+  if (r.ok() && r.rest().substr(0, 1) == "{") return ParseHermes(text, at_end, schemas);
   return FunctionXml(text, at_end, schemas, "<tool_call>", "</tool_call>");
 }
 

@@ -183,6 +183,7 @@ TEST(ToolCallGoldenTest, RecoversTheRenderedCalls) {
     EXPECT_GT(per_template[name], 0) << name << ": no rendered call was checked";
   }
   RecordProperty("calls_recovered", static_cast<int>(recovered));
+  RecordProperty("templates", static_cast<int>(per_template.size()));
   EXPECT_GT(recovered, 60u);
 }
 

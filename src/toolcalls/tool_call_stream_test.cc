@@ -33,6 +33,8 @@ std::vector<Sample> Samples() {
        "Sure.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=x>\n"
        "<parameter=a>\n1\n</function>\n</tool_call>"},
+      {F::kQwen3Xml, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
+      {F::kLlama3Json, "{\"name\": \"John\", \"age\": 3}"},
       {F::kSeedOss,
        "<seed:tool_call>\n<function=f>\n<parameter=a>x</parameter>\n</function>\n</"
        "seed:tool_call>"},

@@ -102,6 +102,13 @@ TEST(Qwen3XmlTest, ParameterTypesFollowTheSchema) {
       R"(get_weather({"city":123,"days":3,"exact":true,"tags":["a","b"],"zip":75001,"note":"line 1\nline \"2\""}))");
 }
 
+TEST(Qwen3XmlTest, AHermesJsonBodyIsAccepted) {
+  EXPECT_EQ(
+      Calls(ParseToolCalls(
+          F::kQwen3Xml, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>")),
+      R"(f({"a":1}))");
+}
+
 TEST(Qwen3XmlTest, NoParametersAndMalformed) {
   EXPECT_EQ(
       Calls(ParseToolCalls(F::kQwen3Xml, "<tool_call>\n<function=now>\n</function>\n</tool_call>")),
@@ -134,6 +141,7 @@ TEST(Llama3Test, BareJsonAndPythonTag) {
 TEST(Llama3Test, JsonThatIsNoCallAndBuiltinToolsAreContent) {
   for (const std::string& text : std::vector<std::string>{
            std::string("{\"answer\": 42}"),
+           std::string("{\"name\": \"John\", \"age\": 3}"),  // a JSON answer, no arguments
            std::string("Here: {\"name\": \"f\", \"parameters\": {}}"),  // not at the start
            std::string("<|python_tag|>brave_search.call(query=\"x\")"),
        }) {
