@@ -45,9 +45,10 @@ Json ChatChoice::Message(const std::string& text) {
     for (const Json& c : d["tool_calls"]) {
       const auto i = c["index"].get<size_t>();
       if (i >= calls.size()) {
-        calls.push_back({{"id", c.value("id", "")},
-                         {"type", "function"},
-                         {"function", {{"name", c["function"].value("name", "")}, {"arguments", ""}}}});
+        calls.push_back(
+            {{"id", c.value("id", "")},
+             {"type", "function"},
+             {"function", {{"name", c["function"].value("name", "")}, {"arguments", ""}}}});
       }
       Json& args = calls[i]["function"]["arguments"];
       args = args.get<std::string>() + c["function"].value("arguments", "");

@@ -19,11 +19,11 @@
 namespace mx::server {
 
 struct ChatChoiceOptions {
-  bool split_reasoning = false;           // a thinking model's reply
-  bool reasoning_starts_inside = false;   // the prompt opened a think block
+  bool split_reasoning = false;          // a thinking model's reply
+  bool reasoning_starts_inside = false;  // the prompt opened a think block
   toolcalls::ToolCallFormat tool_format = toolcalls::ToolCallFormat::kNone;  // kNone: no tools
   const toolcalls::ToolSchemas* tool_schemas = nullptr;  // borrowed; may be null
-  Env* env = nullptr;                     // randomness for call ids (REQUIRED with tools)
+  Env* env = nullptr;  // randomness for call ids (REQUIRED with tools)
 };
 
 class ChatChoice {
