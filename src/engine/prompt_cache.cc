@@ -226,7 +226,7 @@ bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::Shi
   return true;
 }
 
-void PromptCache::EndWait(IndexWait* wait) {
+std::string PromptCache::EndWait(IndexWait* wait) {
   wait->resumed_ = true;
   wait->StopWaking();
   const IndexRefresh& r = *wait->refresh_;
@@ -237,23 +237,37 @@ void PromptCache::EndWait(IndexWait* wait) {
   if (!r.done()) {
     MX_LOG(kWarn) << "saved caches: the index refresh asked for " << (now - r.requested_us()) / 1000
                   << " ms ago has not ended (a slow shared folder?); " << rest;
-  } else if (!r.report().status.ok()) {
+    return "the saved-cache index refresh had not ended after " + std::to_string(waited_ms) + " ms";
+  }
+  if (!r.report().status.ok()) {
     MX_LOG(kWarn) << "saved caches: the index refresh failed (" << r.report().status.ToString()
                   << "); " << rest;
+    return "the saved-cache index refresh failed";
   }
+  return "";
 }
 
 Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use_cache,
                                        bool has_images, const cache::LookupScope& scope,
                                        IndexWait* wait) {
-  CacheTicket t;
+  std::string note;
   if (wait != nullptr && wait->waiting()) {
     if (!wait->Ready(env_->NowMicros())) {
+      CacheTicket t;
       t.waiting_ = true;
       return t;
     }
-    EndWait(wait);
+    note = EndWait(wait);
   }
+  Result<CacheTicket> t = Lookup(prompt, use_cache, has_images, scope, wait);
+  if (t.ok() && !note.empty()) t->log_ += " (" + note + ")";
+  return t;
+}
+
+Result<CacheTicket> PromptCache::Lookup(std::span<const int32_t> prompt, bool use_cache,
+                                        bool has_images, const cache::LookupScope& scope,
+                                        IndexWait* wait) {
+  CacheTicket t;
   if (!use_cache || has_images) {
     t.private_ = runner_.NewSequence();
     t.log_ = Rereading(prompt.size(), has_images ? "the prompt has images"

@@ -232,8 +232,12 @@ class PromptCache {
   bool TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
                RefreshMode refresh, IndexWait* wait, CacheTicket* t, std::string* why);
   // The request stops waiting for its refresh; logs when it failed or has
-  // not ended (the prompt then goes on with what the index knows).
-  void EndWait(IndexWait* wait);
+  // not ended (the prompt then goes on with what the index knows) and
+  // returns a note for its log line ("" when the refresh ended well).
+  std::string EndWait(IndexWait* wait);
+  // Start without the wait's bookkeeping: the lookup itself.
+  Result<CacheTicket> Lookup(std::span<const int32_t> prompt, bool use_cache, bool has_images,
+                             const cache::LookupScope& scope, IndexWait* wait);
   // Continues from a state still waiting in the write queue (`use` of its
   // tokens): takes it back when the prompt continues all of it, else copies
   // its shared start. False when it was written meanwhile.
