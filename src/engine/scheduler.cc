@@ -1,7 +1,9 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <new>
 
 #include "core/logging.h"
@@ -70,6 +72,10 @@ struct Scheduler::Slot {
   RequestTimings timings;
   int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
   int64_t step_decode = 0;  // ... and the generated token fed
+  // Its prompt waits for a refresh of the saved-cache index (StartSlot
+  // left it unstarted); when its first StartSlot began (NowMicros).
+  IndexWait index_wait;
+  uint64_t start_us = 0;
   bool reading() const { return n_read < request.prompt.size(); }
 };
 
@@ -110,6 +116,11 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
     disk.store = options_.cache.saved;
     disk.binding = ComputeModelBinding(*model.model, *runner_->layout(), &runner_->pool());
     disk.io_pool = &runner_->pool();
+    // A refresh of the saved-cache index that a slot waits for has ended.
+    disk.wake = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    };
     MX_LOG(kInfo) << "model " << options_.model_name << ": content fingerprint "
                   << disk.binding.model_fingerprint.substr(0, 23) << "... computed in "
                   << (env_->NowMicros() - t0) / 1000 << " ms";
@@ -179,9 +190,15 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
 }
 
 Status Scheduler::StartSlot(Slot& s) {
-  const uint64_t t0 = env_->NowMicros();
+  // A slot that waited for a refresh of the saved-cache index is charged
+  // the wait too (cache_ms), from its first try on.
+  if (s.start_us == 0) s.start_us = env_->NowMicros();
+  const uint64_t t0 = s.start_us;
   auto ticket = cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images,
-                              {s.request.tenant, s.request.tenant_isolated});
+                              {s.request.tenant, s.request.tenant_isolated}, &s.index_wait);
+  // Waiting for the refresh: the slot stays unstarted (the Loop keeps it
+  // out of the batch) and is tried again once the refresh has ended.
+  if (ticket.ok() && ticket->waiting()) return Status::Ok();
   if (!ticket.ok()) {
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
     return ticket.status();
@@ -436,6 +453,18 @@ void Scheduler::Loop() {
   std::vector<float> logits;
   std::vector<Queued> gone;  // cancelled while waiting for a slot
   std::vector<std::unique_ptr<Slot>> forked;  // this step's further choices (n > 1)
+  // Deferral: slots whose prompt waits for a refresh of the saved-cache
+  // index sit out the batches (StartSlot left them unstarted) until it
+  // ends, its deadline passes or they are cancelled.
+  std::vector<std::unique_ptr<Slot>> waiting;
+  auto can_run = [&] {
+    const uint64_t now = env_->NowMicros();
+    return stop_ || !slots.empty() ||
+           (!queue_.empty() && static_cast<int>(waiting.size()) < options_.n_parallel) ||
+           std::any_of(waiting.begin(), waiting.end(), [&](const auto& s) {
+             return s->index_wait.Ready(now) || s->stream->cancelled();
+           });
+  };
   // Whether this loop told the server-wide gate that it has requests (saved
   // caches are then written only in slices between forward passes).
   bool gate_active = false;
@@ -449,8 +478,18 @@ void Scheduler::Loop() {
     if (slots.empty()) set_active(false);
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
+      if (waiting.empty()) {
+        cv_.wait(lock, can_run);
+      } else {
+        uint64_t until = UINT64_MAX;
+        for (const auto& s : waiting) until = std::min(until, s->index_wait.deadline_us());
+        const uint64_t now = env_->NowMicros();
+        cv_.wait_for(lock, std::chrono::microseconds(until > now ? until - now : 0), can_run);
+      }
       if (stop_) break;
+      // Deferral: waiting slots rejoin; StartSlot below tries them again.
+      for (auto& s : waiting) slots.push_back(std::move(s));
+      waiting.clear();
       // A request cancelled in the queue ends at this step, not when a slot
       // frees (the queue is only non-empty while every slot is busy).
       for (auto it = queue_.begin(); it != queue_.end();) {
@@ -503,6 +542,7 @@ void Scheduler::Loop() {
           Finish(*s, "error", st);
           continue;
         }
+        if (!s->seq) continue;  // waits for the saved-cache index (deferral below)
         s->n_read = static_cast<size_t>(s->cached);
         ArmSlot(*s, 0);
         s->history = s->request.prompt;
@@ -513,6 +553,11 @@ void Scheduler::Loop() {
         Finish(*s, "cancelled", Status::Ok());
       }
     }
+    // Deferral: unstarted slots wait for their refresh outside the batch.
+    for (auto& s : slots) {
+      if (!s->done && !s->seq) waiting.push_back(std::move(s));
+    }
+    std::erase_if(slots, [](const auto& s) { return s == nullptr; });
     std::erase_if(slots, [](const auto& s) { return s->done; });
     if (slots.empty()) continue;
 
@@ -594,10 +639,11 @@ void Scheduler::Loop() {
     cache_->Recharge();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      active_count_ = static_cast<int>(slots.size());
+      active_count_ = static_cast<int>(slots.size() + waiting.size());
     }
   }
   for (auto& s : slots) Finish(*s, "error", Status::Internal("the server is shutting down"));
+  for (auto& s : waiting) Finish(*s, "error", Status::Internal("the server is shutting down"));
   set_active(false);
 }
 

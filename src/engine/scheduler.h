@@ -85,7 +85,8 @@ struct RequestTimings {
   double queue_ms = 0;      // Submit -> a slot (waiting behind n_parallel others)
   double cache_ms = 0;      // prompt cache work for this request: lookup, truncate or copy of a
                             // shared start, snapshot restore, saved-cache load, growing the state
-                            // for the prompt, commit and evictions it caused (never a forward pass)
+                            // for the prompt, commit and evictions it caused (never a forward pass),
+                            // and any wait for a refresh of the saved-cache index (docs/cluster.md)
   double prompt_ms = 0;     // share of the forward passes that read its prompt tokens
   double predicted_ms = 0;  // share of the forward passes that fed its generated tokens, plus
                             // sampling and streaming them
