@@ -7,17 +7,19 @@ namespace mx::server {
 namespace {
 
 using Json = nlohmann::json;
+using OJson = nlohmann::ordered_json;
 
 Status Bad(const std::string& field, const std::string& what) {
   return Status::InvalidArgument("'" + field + "' " + what);
 }
 
-bool Present(const Json& j, const char* key) {
+bool Present(const OJson& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && !it->is_null();
 }
 
 // A bias value: a number in [-100, 100] (-100 bans the token), or false.
+
 Status BiasValue(const Json& v, const std::string& field, float* out) {
   if (v.is_boolean()) {
     if (v.get<bool>()) return Bad(field, "may be false (ban the token) or a number, not true");
@@ -46,7 +48,7 @@ Status TokenId(const std::string& text, const std::string& field, int32_t* out) 
 
 }  // namespace
 
-Status ParseResponseFormat(const Json& body, ResponseFormat* out) {
+Status ParseResponseFormat(const OJson& body, ResponseFormat* out) {
   int given = 0;
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("response_format", "must be an object");
@@ -80,7 +82,7 @@ Status ParseResponseFormat(const Json& body, ResponseFormat* out) {
         return Bad("response_format.json_schema.strict", "must be a boolean");
       }
       if (!Present(*js, "schema")) {
-        out->schema = Json::object();  // OpenAI: any JSON object
+        out->schema = OJson::object();  // OpenAI: any JSON object
         out->kind = ResponseFormat::Kind::kJsonObject;
       } else if (!(*js)["schema"].is_object() && !(*js)["schema"].is_boolean()) {
         return Bad("response_format.json_schema.schema", "must be an object");
@@ -113,11 +115,11 @@ Status ParseResponseFormat(const Json& body, ResponseFormat* out) {
   return Status::Ok();
 }
 
-Status ParseToolOptions(const Json& body, ToolOptions* out) {
+Status ParseToolOptions(const OJson& body, ToolOptions* out) {
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     if (!it->is_array()) return Bad("tools", "must be an array");
     for (size_t i = 0; i < it->size(); ++i) {
-      const Json& t = (*it)[i];
+      const OJson& t = (*it)[i];
       const std::string f = "tools[" + std::to_string(i) + "]";
       if (!t.is_object()) return Bad(f, "must be an object");
       if (Present(t, "type") && t["type"] != "function") {
@@ -158,7 +160,7 @@ Status ParseToolOptions(const Json& body, ToolOptions* out) {
                    "is '" + c + "': expected \"auto\", \"none\", \"required\" or a function");
       }
     } else if (it->is_object()) {
-      const Json* name = nullptr;
+      const OJson* name = nullptr;
       if (auto fn = it->find("function");
           fn != it->end() && fn->is_object() && fn->contains("name")) {
         name = &(*fn)["name"];
@@ -220,6 +222,18 @@ Status ParseLogitBias(const Json& body, std::vector<std::pair<int32_t, float>>* 
     return Status::Ok();
   }
   return Bad("logit_bias", "must be an object {\"token id\": bias} or an array of [id, bias]");
+}
+
+}  // namespace mx::server
+
+namespace mx::server {
+
+Status ParseOutputFields(const std::string& body, ResponseFormat* format, ToolOptions* tools) {
+  const OJson j = OJson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
+  MX_RETURN_IF_ERROR(ParseResponseFormat(j, format));
+  if (tools != nullptr) MX_RETURN_IF_ERROR(ParseToolOptions(j, tools));
+  return Status::Ok();
 }
 
 }  // namespace mx::server

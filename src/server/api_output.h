@@ -3,7 +3,9 @@
 // calling (`tools`, `tool_choice`, `parallel_tool_calls`), and the sampler's
 // `logit_bias`. Parsing validates shape and values (InvalidArgument naming
 // the field -> HTTP 400); compiling a schema or grammar happens once the
-// model is known (its vocabulary), in output_constraint.h.
+// model is known (its vocabulary), in output_constraint.h. Schemas keep the
+// client's key order (nlohmann::ordered_json), which decides the order in
+// which a reply writes an object's properties.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +22,14 @@ namespace mx::server {
 struct ResponseFormat {
   enum class Kind { kText, kJsonObject, kJsonSchema, kGrammar };
   Kind kind = Kind::kText;
-  nlohmann::json schema;  // kJsonSchema (kJsonObject: optional, llama.cpp's "schema")
-  std::string name;       // json_schema.name, for logs
-  std::string grammar;    // kGrammar: GBNF text
+  nlohmann::ordered_json schema;  // kJsonSchema, in the client's key order
+  std::string name;               // json_schema.name, for logs
+  std::string grammar;            // kGrammar: GBNF text
 };
 
 struct ToolSpec {
   std::string name;
-  nlohmann::json parameters = nlohmann::json::object();  // a JSON Schema (object)
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::object();  // a JSON Schema
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
@@ -44,13 +46,18 @@ struct ToolOptions {
 // `response_format` {"type": "text" | "json_object" | "json_schema"},
 // llama.cpp's top-level `json_schema` (an object) and `grammar` (GBNF text).
 // At most one of them may constrain the reply.
-Status ParseResponseFormat(const nlohmann::json& body, ResponseFormat* out);
+Status ParseResponseFormat(const nlohmann::ordered_json& body, ResponseFormat* out);
 
 // `tools` (an array of {"type": "function", "function": {"name",
 // "description", "parameters"}}), `tool_choice` ("auto", "none",
 // "required" or {"type": "function", "function": {"name": ...}} naming one
 // of the tools) and `parallel_tool_calls`.
-Status ParseToolOptions(const nlohmann::json& body, ToolOptions* out);
+Status ParseToolOptions(const nlohmann::ordered_json& body, ToolOptions* out);
+
+// Both of the above from the request body's text, parsed keeping the
+// client's key order (a schema's properties are generated in that order);
+// `tools` only when given (chat requests).
+Status ParseOutputFields(const std::string& body, ResponseFormat* format, ToolOptions* tools);
 
 // `logit_bias`: OpenAI's object {"token id": bias} or llama.cpp's array
 // [[id, bias], ...] where bias false bans the token; biases in [-100, 100]

@@ -16,13 +16,13 @@ void ExpectBad(const Status& st, const std::string& needle) {
 
 Result<ResponseFormat> Format(const char* body) {
   ResponseFormat f;
-  MX_RETURN_IF_ERROR(ParseResponseFormat(Json::parse(body), &f));
+  MX_RETURN_IF_ERROR(ParseResponseFormat(nlohmann::ordered_json::parse(body), &f));
   return f;
 }
 
 Result<ToolOptions> Tools(const char* body) {
   ToolOptions t;
-  MX_RETURN_IF_ERROR(ParseToolOptions(Json::parse(body), &t));
+  MX_RETURN_IF_ERROR(ParseToolOptions(nlohmann::ordered_json::parse(body), &t));
   return t;
 }
 
@@ -74,7 +74,7 @@ TEST(ToolOptionsTest, ToolsAndChoices) {
   ASSERT_EQ(t->tools.size(), 2u);
   EXPECT_EQ(t->tools[0].name, "get_weather");
   EXPECT_EQ(t->tools[0].parameters["properties"]["city"]["type"], "string");
-  EXPECT_EQ(t->tools[1].parameters, Json::object());
+  EXPECT_EQ(t->tools[1].parameters, nlohmann::ordered_json::object());
   EXPECT_EQ(t->choice, ToolChoice::kRequired);
   EXPECT_FALSE(t->parallel);
   EXPECT_TRUE(t->active());
@@ -139,6 +139,30 @@ TEST(LogitBiasTest, BadBiasesNameTheField) {
             "'logit_bias' must be an object");
   ExpectBad(ParseLogitBias(Json::parse(R"({"logit_bias":{"99999999999":1}})"), &b),
             "keys must be token ids");
+}
+
+}  // namespace
+}  // namespace mx::server
+
+namespace mx::server {
+namespace {
+
+TEST(OutputFieldsTest, SchemasKeepTheClientsKeyOrder) {
+  ResponseFormat f;
+  ToolOptions t;
+  ASSERT_TRUE(ParseOutputFields(R"({"response_format":{"type":"json_schema","json_schema":{"schema":
+      {"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}},
+      "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"b":{"type":"string"},"a":{"type":"string"}}}}}]})",
+                                &f, &t)
+                  .ok());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : f.schema["properties"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha"}));
+  keys.clear();
+  for (const auto& [k, v] : t.tools[0].parameters["properties"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"b", "a"}));
+  ExpectBad(ParseOutputFields("[1]", &f, nullptr), "JSON object");
 }
 
 }  // namespace

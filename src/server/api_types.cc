@@ -116,7 +116,7 @@ Status ParseGeneration(const Json& j, GenerationFields* g) {
   if (i) g->sampling.repeat_last_n = static_cast<int>(*i);
   i.reset();
   MX_RETURN_IF_ERROR(ParseLogitBias(j, &g->sampling.logit_bias));
-  MX_RETURN_IF_ERROR(ParseResponseFormat(j, &g->format));
+
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     if (it->is_string()) {
       g->stop.push_back(it->get<std::string>());
@@ -203,7 +203,9 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     MX_ASSIGN_OR_RETURN(msg.content, MessageContent(m.contains("content") ? m["content"] : Json(), i, r.gen.model));
     r.messages.push_back(std::move(msg));
   }
-  MX_RETURN_IF_ERROR(ParseToolOptions(j, &r.tools));
+  if (auto t = j.find("tools"); t != j.end() && !t->is_null() && !t->is_array()) {
+    return TypeError("tools", "an array");
+  }
   if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null() && !k->is_object()) {
     return TypeError("chat_template_kwargs", "an object");
   }

@@ -32,7 +32,7 @@ struct GenerationFields {
   bool cache_prompt = true;    // llama.cpp server's switch: false = read everything, pool untouched
   bool ignore_eos = false;     // llama.cpp server's switch: never end at an end-of-generation token
   int n = 1;                   // choices (1..engine::kMaxChoices), all from one read of the prompt
-  ResponseFormat format;       // response_format / json_schema / grammar
+  ResponseFormat format;       // response_format / json_schema / grammar (ParseOutputFields)
   // OpenAI's end-user id. Only a trusted API key's `user` changes the
   // request's tenant (api_keys.h RequestTenant); otherwise it is ignored.
   std::string user;
@@ -41,7 +41,7 @@ struct GenerationFields {
 struct ChatRequest {
   GenerationFields gen;
   std::vector<templates::ChatMessage> messages;
-  ToolOptions tools;  // tools, tool_choice, parallel_tool_calls
+  ToolOptions tools;  // tools, tool_choice, parallel_tool_calls (ParseOutputFields)
   bool logprobs = false;
   int top_logprobs = 0;  // 0..20
   // "deepseek" (default; "auto" is the same): a thinking model's
