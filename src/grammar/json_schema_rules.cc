@@ -243,7 +243,7 @@ void NotStringsRules(const std::vector<std::string>& excluded, const std::string
       if (cp == '\\') backslash_child = true;
     }
     other += "]";
-    if (!backslash_child) other = "(" + other + R"( | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))";
+    if (!backslash_child) other = "(" + other + R"( | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})))";
     alts.push_back(other + " " + p + "char* \"\\\"\"");
     std::string body;
     for (size_t k = 0; k < alts.size(); ++k) body += (k ? " | " : "") + alts[k];
