@@ -202,7 +202,7 @@ class Converter {
       used = k;
     }
     if (s.contains("const")) return Literal(s["const"]);
-    if (s.contains("enum")) return Enum(s, path);
+    if (s.contains("enum")) return Enum(s, path, name);
     if (s.contains("anyOf") || s.contains("oneOf")) {
       const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
       for (const auto& [k, unused] : s.items()) {
@@ -277,7 +277,7 @@ class Converter {
     return false;
   }
 
-  Result<std::string> Enum(const OJson& s, const std::string& path) {
+  Result<std::string> Enum(const OJson& s, const std::string& path, const std::string& name) {
     const OJson& values = s["enum"];
     if (!values.is_array() || values.empty()) {
       return Error(path + "/enum", "must be a non-empty array");
@@ -289,14 +289,15 @@ class Converter {
         if (t.is_string()) types.push_back(t.get<std::string>());
       }
     }
-    std::string expr;
+    std::vector<std::string> literals;
     for (const OJson& v : values) {
       bool fits = types.empty();
       for (const std::string& t : types) fits = fits || HasType(v, t);
-      if (fits) expr += (expr.empty() ? "" : " | ") + Literal(v);
+      if (fits) literals.push_back(Dump(v));
     }
-    if (expr.empty()) return Error(path + "/enum", "no value has the schema's 'type'");
-    return "(" + expr + ")";
+    if (literals.empty()) return Error(path + "/enum", "no value has the schema's 'type'");
+    const std::string base = Unique(name + "-enum");
+    return LiteralTrie(literals, [&] { return Unique(base); }, &rules_);
   }
 
   Result<OJson> MergeAllOf(const OJson& s, const std::string& path, int depth) {

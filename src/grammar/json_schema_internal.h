@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,10 +40,21 @@ std::string IntegerRange(std::optional<Bound> lo, std::optional<Bound> hi);
 // REQUIRES: the range is not empty.
 std::string NumberRange(std::optional<Bound> lo, std::optional<Bound> hi);
 
+using Rules = std::vector<std::pair<std::string, std::string>>;
+using FreshName = std::function<std::string()>;  // a rule name not used yet
+
 // Rules (name, body) for a JSON string, quotes included, that is none of
-// `excluded` (each as written between the quotes); the first rule is `name`.
-// `p` is "<prefix>-" for the primitives used (char).
+// `excluded` (each as written between the quotes); the first rule is `name`,
+// the others are named by `fresh`. `p` is "<prefix>-" for the primitives
+// used (char).
 void NotStringsRules(const std::vector<std::string>& excluded, const std::string& name,
-                     const std::string& p, std::vector<std::pair<std::string, std::string>>* out);
+                     const std::string& p, const FreshName& fresh, Rules* out);
+
+// An expression matching exactly one of `literals` (UTF-8 texts), factored
+// as a trie (shared prefixes are written once), so that a long enum keeps
+// one parse alive instead of one per value. Helper rules go to *out.
+// REQUIRES: literals not empty.
+std::string LiteralTrie(const std::vector<std::string>& literals, const FreshName& fresh,
+                        Rules* out);
 
 }  // namespace mx::grammar::schema_internal

@@ -19,7 +19,8 @@ const std::vector<Primitive>& Primitives() {
       {"string", R"("\"" %char* "\"")", {"char"}},
       {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
       {"decimal-part", R"([0-9]{1,16})", {}},
-      {"number", R"("-"? %integral-part ("." %decimal-part)? ([eE] [-+]? %integral-part)?)",
+      // Exponents of at most two digits: every number parses as a finite double.
+      {"number", R"("-"? %integral-part ("." %decimal-part)? ([eE] [-+]? [0-9]{1,2})?)",
        {"integral-part", "decimal-part"}},
       {"integer", R"("-"? %integral-part)", {"integral-part"}},
       {"boolean", R"("true" | "false")", {}},
@@ -203,7 +204,7 @@ std::string NumberRange(std::optional<Bound> lo, std::optional<Bound> hi) {
 }
 
 void NotStringsRules(const std::vector<std::string>& excluded, const std::string& name,
-                     const std::string& p, std::vector<std::pair<std::string, std::string>>* out) {
+                     const std::string& p, const FreshName& fresh, Rules* out) {
   struct Node {
     std::map<uint32_t, std::pair<std::string, size_t>> children;  // cp -> (bytes, node)
     bool terminal = false;
@@ -226,7 +227,9 @@ void NotStringsRules(const std::vector<std::string>& excluded, const std::string
     }
     nodes[node].terminal = true;
   }
-  auto rule_name = [&](size_t i) { return name + "-" + std::to_string(i); };
+  std::vector<std::string> names(nodes.size());
+  for (std::string& n : names) n = fresh();
+  auto rule_name = [&](size_t i) { return names[i]; };
   out->push_back({name, "\"\\\"\" " + rule_name(0)});
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::vector<std::string> alts;
@@ -249,6 +252,63 @@ void NotStringsRules(const std::vector<std::string>& excluded, const std::string
     for (size_t k = 0; k < alts.size(); ++k) body += (k ? " | " : "") + alts[k];
     out->push_back({rule_name(i), body});
   }
+}
+
+std::string LiteralTrie(const std::vector<std::string>& literals, const FreshName& fresh,
+                        Rules* out) {
+  struct Node {
+    std::map<std::string, size_t> children;  // one character (its bytes) -> node
+    bool terminal = false;
+  };
+  std::vector<Node> nodes(1);
+  for (const std::string& s : literals) {
+    size_t at = 0, node = 0;
+    while (at < s.size()) {
+      uint32_t cp = 0;
+      size_t len = 0;
+      if (!DecodeUtf8(std::string_view(s).substr(at), &cp, &len)) len = 1;
+      const std::string ch = s.substr(at, len);
+      auto it = nodes[node].children.find(ch);
+      if (it == nodes[node].children.end()) {
+        nodes.emplace_back();
+        it = nodes[node].children.emplace(ch, nodes.size() - 1).first;
+      }
+      node = it->second;
+      at += len;
+    }
+    nodes[node].terminal = true;
+  }
+  // The alternatives below a node; branching nodes further down become
+  // rules, processed from a queue (no recursion: literals may be long).
+  std::vector<std::pair<size_t, std::string>> queue;  // node, rule name
+  auto expr = [&](size_t n) {
+    std::vector<std::string> alts;
+    if (nodes[n].terminal) alts.push_back("\"\"");
+    for (const auto& [ch, first] : nodes[n].children) {
+      std::string text = ch;
+      size_t at = first;
+      while (!nodes[at].terminal && nodes[at].children.size() == 1) {
+        text += nodes[at].children.begin()->first;
+        at = nodes[at].children.begin()->second;
+      }
+      std::string lit;
+      AppendGbnfLiteral(text, &lit);
+      if (!nodes[at].children.empty()) {
+        queue.push_back({at, fresh()});
+        lit += " " + queue.back().second;
+      }
+      alts.push_back(lit);
+    }
+    std::string body;
+    for (size_t k = 0; k < alts.size(); ++k) body += (k ? " | " : "") + alts[k];
+    return body;
+  };
+  const std::string top = "(" + expr(0) + ")";
+  for (size_t q = 0; q < queue.size(); ++q) {
+    const auto [node, name] = queue[q];
+    out->push_back({name, expr(node)});
+  }
+  return top;
 }
 
 }  // namespace mx::grammar::schema_internal

@@ -187,12 +187,9 @@ Result<std::string> Converter::ObjectExpr(const OJson& s, const std::string& pat
     }
     const std::string key_rule = Unique(name + "-additional-key");
     Prim("char");
-    std::vector<std::pair<std::string, std::string>> key_rules;
-    NotStringsRules(keys, key_rule, prefix_ + "-", &key_rules);
-    for (auto& r : key_rules) {
-      used_.insert(r.first);
-      rules_.push_back(std::move(r));
-    }
+    Rules key_rules;
+    NotStringsRules(keys, key_rule, prefix_ + "-", [&] { return Unique(key_rule); }, &key_rules);
+    for (auto& r : key_rules) rules_.push_back(std::move(r));
     add_kv = Unique(name + "-additional-kv");
     rules_.push_back(
         {add_kv, key_rule + " " + space + " \":\" " + space + " " + value + " " + space});

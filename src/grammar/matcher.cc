@@ -39,7 +39,8 @@ Result<std::unique_ptr<GrammarMatcher>> GrammarMatcher::Create(
   if (start < 0) {
     return Status::InvalidArgument(
         "grammar: the start of rule 'root' exceeds the matcher's limits (more than " +
-        std::to_string(limits.max_stacks) + " parses alive at once)");
+        std::to_string(limits.max_stacks) + " parses alive at once (MatchLimits::max_stacks) or " +
+        std::to_string(limits.max_expand_steps) + " expansion steps (MatchLimits::max_expand_steps))");
   }
   m->pos_ = Pos{start, 0, 0, 0};
   return m;

@@ -35,7 +35,7 @@
 namespace mx::grammar {
 
 struct MatchLimits {
-  size_t max_stacks = 512;               // parses alive at once
+  size_t max_stacks = 4096;              // parses alive at once
   size_t max_expand_steps = 1 << 16;     // work for one transition
   size_t soft_max_states = 1 << 14;      // caches rebuilt past this (at the next Accept)
   size_t soft_max_nodes = 1 << 20;
