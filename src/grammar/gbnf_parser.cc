@@ -75,8 +75,8 @@ class Parser {
     if (name.empty()) return Error(pos_, std::string("expected a rule name, found ") + Describe());
     SkipSpace(false);
     if (text_.substr(pos_, 3) != "::=") {
-      return Error(pos_, "expected '::=' after rule name '" + std::string(name) + "', found " +
-                             Describe());
+      return Error(
+          pos_, "expected '::=' after rule name '" + std::string(name) + "', found " + Describe());
     }
     pos_ += 3;
     SkipSpace(true);
@@ -156,7 +156,8 @@ class Parser {
         SkipSpace(true);
         std::vector<Seq> sub;
         MX_RETURN_IF_ERROR(ParseAlternatives(rule_name, depth + 1, &sub));
-        if (Peek() != ')') return Error(at, "unclosed '(' (expected ')', found " + Describe() + ")");
+        if (Peek() != ')')
+          return Error(at, "unclosed '(' (expected ')', found " + Describe() + ")");
         ++pos_;
         MX_ASSIGN_OR_RETURN(uint32_t id, g_->NewRule(rule_name, at, limits_));
         g_->rules[id].alts = std::move(sub);
@@ -207,7 +208,8 @@ class Parser {
         SkipSpace(false);
       }
     }
-    if (Peek() != '}') return Error(pos_, "expected '}' to close the repetition, found " + Describe());
+    if (Peek() != '}')
+      return Error(pos_, "expected '}' to close the repetition, found " + Describe());
     ++pos_;
     std::string written(text_.substr(at, pos_ - at));
     if (m > limits_.max_repetition || (!unbounded && n > limits_.max_repetition)) {
@@ -224,7 +226,8 @@ class Parser {
   Status ParseInt(size_t at, uint64_t* v) {
     size_t start = pos_;
     while (!AtEnd() && text_[pos_] >= '0' && text_[pos_] <= '9' && pos_ - start < 12) ++pos_;
-    if (pos_ == start) return Error(pos_, "expected a number in the repetition, found " + Describe());
+    if (pos_ == start)
+      return Error(pos_, "expected a number in the repetition, found " + Describe());
     if (!AtEnd() && text_[pos_] >= '0' && text_[pos_] <= '9') {
       return Error(at, "repetition count too large");
     }
@@ -239,13 +242,33 @@ class Parser {
       const char e = Peek(1);
       int digits = 0;
       switch (e) {
-        case 'x': digits = 2; break;
-        case 'u': digits = 4; break;
-        case 'U': digits = 8; break;
-        case 'n': *cp = '\n'; pos_ += 2; return Status::Ok();
-        case 'r': *cp = '\r'; pos_ += 2; return Status::Ok();
-        case 't': *cp = '\t'; pos_ += 2; return Status::Ok();
-        case '\\': case '"': case '[': case ']': case '-': case '^':
+        case 'x':
+          digits = 2;
+          break;
+        case 'u':
+          digits = 4;
+          break;
+        case 'U':
+          digits = 8;
+          break;
+        case 'n':
+          *cp = '\n';
+          pos_ += 2;
+          return Status::Ok();
+        case 'r':
+          *cp = '\r';
+          pos_ += 2;
+          return Status::Ok();
+        case 't':
+          *cp = '\t';
+          pos_ += 2;
+          return Status::Ok();
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
           *cp = static_cast<unsigned char>(e);
           pos_ += 2;
           return Status::Ok();
@@ -323,10 +346,9 @@ class Parser {
 
 Result<std::shared_ptr<const Grammar>> ParseGbnf(std::string_view text, const GbnfLimits& limits) {
   if (text.size() > limits.max_text_bytes) {
-    return Status::InvalidArgument("grammar: text of " + std::to_string(text.size()) +
-                                   " bytes exceeds the limit of " +
-                                   std::to_string(limits.max_text_bytes) +
-                                   " (GbnfLimits::max_text_bytes)");
+    return Status::InvalidArgument(
+        "grammar: text of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
+        std::to_string(limits.max_text_bytes) + " (GbnfLimits::max_text_bytes)");
   }
   RawGrammar raw;
   Parser parser(text, limits, &raw);
@@ -338,11 +360,21 @@ void AppendGbnfLiteral(std::string_view text, std::string* out) {
   out->push_back('"');
   for (unsigned char c : text) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];

@@ -7,7 +7,8 @@ namespace mx::grammar {
 namespace {
 
 TEST(GbnfParserTest, LiteralsAlternativesAndRules) {
-  auto g = MustParse("root ::= greeting \" \" name\ngreeting ::= \"hi\" | \"hello\"\nname ::= \"bob\"");
+  auto g =
+      MustParse("root ::= greeting \" \" name\ngreeting ::= \"hi\" | \"hello\"\nname ::= \"bob\"");
   EXPECT_TRUE(Accepts(g, "hi bob"));
   EXPECT_TRUE(Accepts(g, "hello bob"));
   EXPECT_FALSE(Accepts(g, "hey bob"));
@@ -33,11 +34,11 @@ TEST(GbnfParserTest, Repetitions) {
   auto g = MustParse(R"(root ::= "a"* "b"+ "c"? [0-9]{2} "x"{1,} "y"{0,2} ("ab"){2,3})");
   EXPECT_TRUE(Accepts(g, "b12xabab"));
   EXPECT_TRUE(Accepts(g, "aaabbbc12xxxyyababab"));
-  EXPECT_FALSE(Accepts(g, "12xabab"));         // needs a b
-  EXPECT_FALSE(Accepts(g, "b1xabab"));         // two digits
-  EXPECT_FALSE(Accepts(g, "b12abab"));         // x{1,}
-  EXPECT_FALSE(Accepts(g, "b12xyyyabab"));     // y{0,2}
-  EXPECT_FALSE(Accepts(g, "b12xab"));          // ("ab"){2,3}
+  EXPECT_FALSE(Accepts(g, "12xabab"));      // needs a b
+  EXPECT_FALSE(Accepts(g, "b1xabab"));      // two digits
+  EXPECT_FALSE(Accepts(g, "b12abab"));      // x{1,}
+  EXPECT_FALSE(Accepts(g, "b12xyyyabab"));  // y{0,2}
+  EXPECT_FALSE(Accepts(g, "b12xab"));       // ("ab"){2,3}
   EXPECT_FALSE(Accepts(g, "b12xabababab"));
 }
 
@@ -75,7 +76,8 @@ TEST(GbnfParserTest, RuleNamesWithDigitsAndDashes) {
 }
 
 TEST(GbnfParserTest, UndefinedRuleNamesItsPosition) {
-  EXPECT_EQ(ParseError("root ::= value\nval ::= \"x\""), "grammar line 1:10: undefined rule 'value'");
+  EXPECT_EQ(ParseError("root ::= value\nval ::= \"x\""),
+            "grammar line 1:10: undefined rule 'value'");
 }
 
 TEST(GbnfParserTest, MissingRoot) {
@@ -98,7 +100,8 @@ TEST(GbnfParserTest, UnclosedGroup) {
 }
 
 TEST(GbnfParserTest, MissingDefinitionOperator) {
-  EXPECT_EQ(ParseError("root = \"a\""), "grammar line 1:6: expected '::=' after rule name 'root', found '='");
+  EXPECT_EQ(ParseError("root = \"a\""),
+            "grammar line 1:6: expected '::=' after rule name 'root', found '='");
 }
 
 TEST(GbnfParserTest, GarbageAfterRule) {
@@ -139,7 +142,8 @@ TEST(GbnfParserTest, DirectLeftRecursion) {
 }
 
 TEST(GbnfParserTest, IndirectLeftRecursionThroughNullableRule) {
-  const std::string e = ParseError("root ::= expr\nexpr ::= opt term\nopt ::= \"-\"?\nterm ::= expr \"x\" | \"y\"");
+  const std::string e =
+      ParseError("root ::= expr\nexpr ::= opt term\nopt ::= \"-\"?\nterm ::= expr \"x\" | \"y\"");
   EXPECT_NE(e.find("left recursion: rule 'expr' can begin with itself (expr -> term -> expr)"),
             std::string::npos)
       << e;

@@ -100,8 +100,7 @@ bool DecodeUtf8(std::string_view s, uint32_t* cp, size_t* len) {
   return true;
 }
 
-Result<uint32_t> RawGrammar::RuleId(const std::string& name, size_t pos,
-                                    const GbnfLimits& limits) {
+Result<uint32_t> RawGrammar::RuleId(const std::string& name, size_t pos, const GbnfLimits& limits) {
   auto it = by_name_.find(name);
   if (it != by_name_.end()) return it->second;
   if (rules.size() >= limits.max_rules) {
@@ -203,7 +202,8 @@ Result<std::shared_ptr<const Grammar>> RawGrammar::Finish(std::string_view text)
   }
   auto root_it = by_name_.find("root");
   if (root_it == by_name_.end()) {
-    return Status::InvalidArgument("grammar: no 'root' rule (the grammar starts at 'root ::= ...')");
+    return Status::InvalidArgument(
+        "grammar: no 'root' rule (the grammar starts at 'root ::= ...')");
   }
   const size_t n = rules.size();
 

@@ -30,10 +30,10 @@ namespace mx::grammar {
 // parse with InvalidArgument naming the limit. The defaults take any
 // realistic hand-written grammar and the grammars SchemaToGbnf writes.
 struct GbnfLimits {
-  size_t max_text_bytes = 1 << 20;  // grammar text
-  size_t max_rules = 1 << 17;       // named rules plus generated ones (groups, repetitions)
-  size_t max_elements = 1 << 21;    // total elements once repetitions are expanded
-  int max_nesting = 64;             // depth of parenthesised groups
+  size_t max_text_bytes = 1 << 20;    // grammar text
+  size_t max_rules = 1 << 17;         // named rules plus generated ones (groups, repetitions)
+  size_t max_elements = 1 << 21;      // total elements once repetitions are expanded
+  int max_nesting = 64;               // depth of parenthesised groups
   uint32_t max_repetition = 1 << 16;  // m and n of {m,n}
 };
 
@@ -66,7 +66,7 @@ struct Element {
 
 struct Grammar {
   struct Rule {
-    std::string name;          // as written; generated rules are "<parent>_<n>"
+    std::string name;            // as written; generated rules are "<parent>_<n>"
     std::vector<uint32_t> alts;  // index in `elements` of each alternative's first element
   };
   std::vector<CharClass> classes;

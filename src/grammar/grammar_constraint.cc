@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace mx::grammar {
@@ -34,7 +35,8 @@ Result<std::unique_ptr<GrammarConstraint>> GrammarConstraint::Create(
 Result<std::unique_ptr<GrammarConstraint>> GrammarConstraint::CreateLazy(
     std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
     std::vector<std::string> triggers, const MatchLimits& limits) {
-  if (triggers.empty()) return Status::InvalidArgument("grammar constraint: lazy mode without a trigger");
+  if (triggers.empty())
+    return Status::InvalidArgument("grammar constraint: lazy mode without a trigger");
   size_t longest = 0;
   for (const std::string& t : triggers) {
     if (t.empty()) return Status::InvalidArgument("grammar constraint: an empty trigger");
@@ -44,6 +46,9 @@ Result<std::unique_ptr<GrammarConstraint>> GrammarConstraint::CreateLazy(
   c->triggers_ = std::make_shared<const std::vector<std::string>>(std::move(triggers));
   c->triggered_ = false;
   c->max_trigger_ = longest;
+  for (const std::string& t : *c->triggers_) {
+    c->trigger_end_byte_[static_cast<unsigned char>(t.back())] = true;
+  }
   return c;
 }
 
@@ -56,6 +61,7 @@ std::unique_ptr<engine::TokenConstraint> GrammarConstraint::Clone() const {
   c->triggered_ = triggered_;
   c->tail_ = tail_;
   c->max_trigger_ = max_trigger_;
+  std::copy(std::begin(trigger_end_byte_), std::end(trigger_end_byte_), c->trigger_end_byte_);
   return c;
 }
 
@@ -77,7 +83,10 @@ bool GrammarConstraint::AllowsTriggered(int32_t token) {
 
 size_t GrammarConstraint::TriggerEnd(const std::string& piece) const {
   // tail_ never holds a whole trigger (it would have fired), so any
-  // occurrence in tail_ + piece ends inside the piece.
+  // occurrence in tail_ + piece ends inside the piece, on a trigger's last byte.
+  bool may_end = false;
+  for (char ch : piece) may_end = may_end || trigger_end_byte_[static_cast<unsigned char>(ch)];
+  if (!may_end) return std::string::npos;
   std::string buf = tail_;
   buf += piece;
   size_t best = std::string::npos;

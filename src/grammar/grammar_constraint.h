@@ -72,6 +72,9 @@ class GrammarConstraint final : public engine::TokenConstraint {
   bool triggered() const { return triggered_; }
   // A MatchLimits bound refused a transition at some point.
   bool overflowed() const { return matcher_->overflowed(); }
+  // Drops the remembered Mask() answers (the next Mask walks the trie);
+  // for benchmarks and tests.
+  void ForgetMasks() { masks_.clear(); }
 
  private:
   GrammarConstraint() = default;
@@ -91,6 +94,7 @@ class GrammarConstraint final : public engine::TokenConstraint {
   bool triggered_ = true;
   std::string tail_;  // the last (longest trigger - 1) bytes of the reply
   size_t max_trigger_ = 0;
+  bool trigger_end_byte_[256] = {};  // last bytes of the triggers
 
   // Mask() answers for the last few positions.
   struct CachedMask {

@@ -50,14 +50,16 @@ TEST(GrammarConstraintTest, TextEndAndControlTokens) {
   EXPECT_FALSE(c->Allows(6));
   EXPECT_FALSE(c->Allows(-1));
   EXPECT_FALSE(c->Allows(7));
-  EXPECT_EQ(MaskedAllowed(*c, 7), (std::vector<bool>{true, false, true, true, false, false, false}));
+  EXPECT_EQ(MaskedAllowed(*c, 7),
+            (std::vector<bool>{true, false, true, true, false, false, false}));
   c->Accept(0);
   EXPECT_FALSE(c->MustEnd());
   EXPECT_TRUE(c->Allows(1));
   c->Accept(1);
   EXPECT_TRUE(c->MustEnd());
   EXPECT_TRUE(c->Allows(4));
-  EXPECT_EQ(MaskedAllowed(*c, 7), (std::vector<bool>{false, false, false, false, true, false, false}));
+  EXPECT_EQ(MaskedAllowed(*c, 7),
+            (std::vector<bool>{false, false, false, false, true, false, false}));
 }
 
 TEST(GrammarConstraintTest, MaskBeyondTheVocabularyIsMasked) {
@@ -94,10 +96,10 @@ TEST(GrammarConstraintTest, CloneSharesNothingMutable) {
 }
 
 TEST(GrammarConstraintTest, LazyModeWaitsForTheTrigger) {
-  auto vocab = SmallVocab({"hi ", "<to", "ol>", "ol>{", "ol>x", "{", "}", "</s>", "<tool>"},
-                          {TokenKind::kText, TokenKind::kText, TokenKind::kText, TokenKind::kText,
-                           TokenKind::kText, TokenKind::kText, TokenKind::kText,
-                           TokenKind::kEndOfGeneration, TokenKind::kNever});
+  auto vocab = SmallVocab(
+      {"hi ", "<to", "ol>", "ol>{", "ol>x", "{", "}", "</s>", "<tool>"},
+      {TokenKind::kText, TokenKind::kText, TokenKind::kText, TokenKind::kText, TokenKind::kText,
+       TokenKind::kText, TokenKind::kText, TokenKind::kEndOfGeneration, TokenKind::kNever});
   auto g = MustParse(R"(root ::= "{" "}")");
   auto c = GrammarConstraint::CreateLazy(g, vocab, {"<tool>"}).value();
   for (int32_t t = 0; t < 9; ++t) EXPECT_TRUE(c->Allows(t)) << t;  // anything, EOG included
@@ -123,8 +125,8 @@ TEST(GrammarConstraintTest, LazyModeWaitsForTheTrigger) {
 }
 
 TEST(GrammarConstraintTest, LazyTriggerInsideAControlTokenText) {
-  auto vocab = SmallVocab({"a", "<tool>", "{}"},
-                          {TokenKind::kText, TokenKind::kNever, TokenKind::kText});
+  auto vocab =
+      SmallVocab({"a", "<tool>", "{}"}, {TokenKind::kText, TokenKind::kNever, TokenKind::kText});
   auto c = GrammarConstraint::CreateLazy(MustParse(R"(root ::= "{}")"), vocab, {"<tool>"}).value();
   c->Accept(1);  // a special token whose text is the trigger
   EXPECT_TRUE(c->triggered());
@@ -135,7 +137,8 @@ TEST(GrammarConstraintTest, LazyTriggerInsideAControlTokenText) {
 // --- Randomized decoding with real vocabularies ---------------------------
 
 std::shared_ptr<const GrammarVocab> RealVocab(const std::string& name) {
-  const std::string path = std::string(MATRICXON_REF_DIR) + "/../vocab/ggml-vocab-" + name + ".gguf";
+  const std::string path =
+      std::string(MATRICXON_REF_DIR) + "/../vocab/ggml-vocab-" + name + ".gguf";
   auto file = gguf::GgufFile::Open(Env::Default(), path);
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   if (!file.ok()) return nullptr;
@@ -193,11 +196,13 @@ DecodeResult Decode(GrammarConstraint& c, const GrammarVocab& vocab, uint64_t se
       std::vector<float> masked(n, 0.0f);
       c.Mask(masked);
       for (int32_t t = 0; t < n; ++t) {
-        EXPECT_EQ(c.Allows(t), !std::isinf(masked[t])) << "token " << t << " after '" << r.text << "'";
+        EXPECT_EQ(c.Allows(t), !std::isinf(masked[t]))
+            << "token " << t << " after '" << r.text << "'";
       }
       ++r.checks;
     }
-    int32_t best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    int32_t best =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (!c.Allows(best)) {  // what the sampler does: mask only on a miss
       c.Mask(logits);
       best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -254,10 +259,10 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, RandomDecodeTest,
 TEST(GrammarVocabTest, FromTokenizerMarksControlAndEog) {
   auto vocab = RealVocab("llama-spm");
   ASSERT_NE(vocab, nullptr);
-  EXPECT_EQ(vocab->kind(1), TokenKind::kNever);             // <s>
-  EXPECT_EQ(vocab->kind(2), TokenKind::kEndOfGeneration);   // </s>
-  EXPECT_EQ(vocab->kind(0), TokenKind::kNever);             // <unk>
-  EXPECT_EQ(vocab->bytes(3 + 'A'), "A");                    // <0x41> is the byte
+  EXPECT_EQ(vocab->kind(1), TokenKind::kNever);            // <s>
+  EXPECT_EQ(vocab->kind(2), TokenKind::kEndOfGeneration);  // </s>
+  EXPECT_EQ(vocab->kind(0), TokenKind::kNever);            // <unk>
+  EXPECT_EQ(vocab->bytes(3 + 'A'), "A");                   // <0x41> is the byte
   EXPECT_EQ(vocab->kind(3 + 'A'), TokenKind::kText);
   auto c = GrammarConstraint::Create(CompileJsonObject().value(), vocab).value();
   EXPECT_FALSE(c->Allows(1));

@@ -32,7 +32,8 @@ TEST(GrammarHostileTest, RuleCountLimit) {
 
 TEST(GrammarHostileTest, NestingLimit) {
   std::string deep = "root ::= " + std::string(65, '(') + "\"x\"" + std::string(65, ')');
-  EXPECT_EQ(ParseError(deep), "grammar line 1:74: groups nested deeper than 64 levels (GbnfLimits::max_nesting)");
+  EXPECT_EQ(ParseError(deep),
+            "grammar line 1:74: groups nested deeper than 64 levels (GbnfLimits::max_nesting)");
   std::string ok = "root ::= " + std::string(64, '(') + "\"x\"" + std::string(64, ')');
   EXPECT_EQ(ParseError(ok), "");
 }
@@ -41,7 +42,8 @@ TEST(GrammarHostileTest, RepetitionCountLimit) {
   EXPECT_EQ(ParseError("root ::= \"a\"{0,65537}"),
             "grammar line 1:13: repetition {0,65537} exceeds the limit of 65536 "
             "(GbnfLimits::max_repetition)");
-  EXPECT_EQ(ParseError("root ::= \"a\"{99999999999999}"), "grammar line 1:13: repetition count too large");
+  EXPECT_EQ(ParseError("root ::= \"a\"{99999999999999}"),
+            "grammar line 1:13: repetition count too large");
 }
 
 TEST(GrammarHostileTest, ExpandedSizeLimit) {
@@ -96,23 +98,28 @@ TEST(GrammarHostileTest, DeepSchemaIsRefused) {
 }
 
 TEST(GrammarHostileTest, HugeCountsAreRefusedWithThePath) {
-  EXPECT_EQ(SchemaToGbnf(OJson::parse(R"({"properties":{"t":{"type":"string","maxLength":1000000000}}})"))
+  EXPECT_EQ(
+      SchemaToGbnf(OJson::parse(R"({"properties":{"t":{"type":"string","maxLength":1000000000}}})"))
+          .status()
+          .message(),
+      "json schema at /properties/t/maxLength: value 1000000000 exceeds the supported "
+      "maximum of 65536");
+  EXPECT_NE(SchemaToGbnf(OJson::parse(R"({"type":"integer","minimum":1e300})"))
                 .status()
-                .message(),
-            "json schema at /properties/t/maxLength: value 1000000000 exceeds the supported "
-            "maximum of 65536");
-  EXPECT_NE(SchemaToGbnf(OJson::parse(R"({"type":"integer","minimum":1e300})")).status().message().find(
-                "out of the supported range"),
+                .message()
+                .find("out of the supported range"),
             std::string::npos);
 }
 
 TEST(GrammarHostileTest, RefCyclesThatConsumeNothingAreLeftRecursion) {
-  for (const char* text : {R"({"$ref":"#"})",
-                           R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
-                           R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})"}) {
+  for (const char* text :
+       {R"({"$ref":"#"})",
+        R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
+        R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})"}) {
     auto r = CompileJsonSchema(OJson::parse(text));
     ASSERT_FALSE(r.ok()) << text;
-    EXPECT_NE(r.status().message().find("left recursion"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("left recursion"), std::string::npos)
+        << r.status().message();
   }
 }
 
@@ -131,11 +138,21 @@ TEST(GrammarHostileTest, LargeEnumAndManyPropertiesCompile) {
 }
 
 TEST(GrammarHostileTest, RandomSchemasNeverCrashTheConverter) {
-  const char* keys[] = {"type", "properties", "items", "anyOf", "allOf", "$ref", "enum", "const",
-                        "minimum", "maxLength", "required", "additionalProperties", "prefixItems",
-                        "nullable", "format", "pattern", "$defs"};
-  const OJson leaves[] = {"string", "integer", 3, -1.5, true, nullptr, OJson::array(),
-                          OJson::object(), "#/$defs/a", "date", OJson::array({"x", 1})};
+  const char* keys[] = {
+      "type",        "properties", "items",   "anyOf",     "allOf",    "$ref",
+      "enum",        "const",      "minimum", "maxLength", "required", "additionalProperties",
+      "prefixItems", "nullable",   "format",  "pattern",   "$defs"};
+  const OJson leaves[] = {"string",
+                          "integer",
+                          3,
+                          -1.5,
+                          true,
+                          nullptr,
+                          OJson::array(),
+                          OJson::object(),
+                          "#/$defs/a",
+                          "date",
+                          OJson::array({"x", 1})};
   std::mt19937 rng(11);
   std::function<OJson(int)> make = [&](int depth) -> OJson {
     OJson s = OJson::object();

@@ -13,8 +13,7 @@ Result<std::shared_ptr<const GrammarVocab>> GrammarVocab::Create(
   if (token_bytes.empty()) return Status::InvalidArgument("grammar vocab: no tokens");
   if (kinds.size() != token_bytes.size()) {
     return Status::InvalidArgument("grammar vocab: " + std::to_string(token_bytes.size()) +
-                                   " token pieces but " + std::to_string(kinds.size()) +
-                                   " kinds");
+                                   " token pieces but " + std::to_string(kinds.size()) + " kinds");
   }
   std::shared_ptr<GrammarVocab> v(new GrammarVocab());
   v->bytes_ = std::move(token_bytes);

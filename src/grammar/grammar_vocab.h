@@ -31,9 +31,9 @@ class GrammarVocab {
   // One trie node, in preorder. The node's tokens (those whose bytes end
   // here) are trie_tokens()[tokens_begin, next node's tokens_begin).
   struct TrieNode {
-    uint32_t subtree_end;   // index of the first node after this node's subtree
+    uint32_t subtree_end;  // index of the first node after this node's subtree
     uint32_t tokens_begin;
-    uint16_t depth;         // 1 for a first byte
+    uint16_t depth;  // 1 for a first byte
     uint8_t byte;
   };
 

@@ -17,13 +17,11 @@ namespace {
 using schema_internal::Converter;
 using schema_internal::OJson;
 
-
-
 Status ValidRuleName(std::string_view name) {
   bool ok = !name.empty();
   for (char c : name) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-');
+    ok = ok &&
+         ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-');
   }
   if (!ok) {
     return Status::InvalidArgument("json schema: rule name '" + std::string(name) +
@@ -32,8 +30,9 @@ Status ValidRuleName(std::string_view name) {
   return Status::Ok();
 }
 
-OJson ToOrdered(const nlohmann::json& j) { return OJson::parse(j.dump(-1, ' ', false,
-    nlohmann::detail::error_handler_t::replace)); }
+OJson ToOrdered(const nlohmann::json& j) {
+  return OJson::parse(j.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace));
+}
 
 }  // namespace
 
@@ -79,8 +78,6 @@ std::string JsonObjectGbnf() {
   return text.value();
 }
 
-Result<std::shared_ptr<const Grammar>> CompileJsonObject() {
-  return ParseGbnf(JsonObjectGbnf());
-}
+Result<std::shared_ptr<const Grammar>> CompileJsonObject() { return ParseGbnf(JsonObjectGbnf()); }
 
 }  // namespace mx::grammar

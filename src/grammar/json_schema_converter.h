@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "grammar/grammar.h"
@@ -26,21 +25,38 @@ using OJson = nlohmann::ordered_json;
 inline constexpr int kMaxDepth = 64;
 inline constexpr int64_t kMaxCount = 1 << 16;  // minLength, maxLength, minItems, maxItems
 
-
 inline const std::set<std::string, std::less<>>& Supported() {
-  static const std::set<std::string, std::less<>> k = {
-      "type",      "properties", "required",   "additionalProperties", "enum",
-      "const",     "items",      "prefixItems", "minItems",            "maxItems",
-      "minLength", "maxLength",  "format",     "minimum",              "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "nullable",
-      "$defs",     "definitions"};
+  static const std::set<std::string, std::less<>> k = {"type",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "enum",
+                                                       "const",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "format",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "allOf",
+                                                       "$ref",
+                                                       "nullable",
+                                                       "$defs",
+                                                       "definitions"};
   return k;
 }
 
 inline bool IsAnnotation(std::string_view k) {
   static const std::set<std::string, std::less<>> kAnnotations = {
-      "title", "description", "examples", "default", "$schema", "$id", "$comment",
-      "readOnly", "writeOnly", "deprecated"};
+      "title", "description", "examples", "default",   "$schema",
+      "$id",   "$comment",    "readOnly", "writeOnly", "deprecated"};
   return kAnnotations.count(k) > 0;
 }
 
@@ -72,9 +88,12 @@ inline std::string Sanitize(std::string_view s) {
 inline std::string PointerToken(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out.push_back(c);
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -114,8 +133,10 @@ class Converter {
       const schema_internal::Primitive* p = schema_internal::FindPrimitive(name);
       std::string body;
       for (const char* c = p->body; *c; ++c) {
-        if (*c == '%') body += prefix_ + "-";
-        else body.push_back(*c);
+        if (*c == '%')
+          body += prefix_ + "-";
+        else
+          body.push_back(*c);
       }
       used_.insert(full);
       rules_.push_back({full, body});
@@ -145,8 +166,8 @@ class Converter {
       return Error(path, "the schema 'false' matches nothing");
     }
     if (!s.is_object()) {
-      return Error(path, std::string("a schema must be an object or a boolean, found ") +
-                             s.type_name());
+      return Error(path,
+                   std::string("a schema must be an object or a boolean, found ") + s.type_name());
     }
     for (const auto& [key, unused] : s.items()) {
       if (IsAnnotation(key)) continue;
@@ -189,15 +210,15 @@ class Converter {
     return name;
   }
 
-  Result<std::string> VisitNonNull(const OJson& s, const std::string& path,
-                                   const std::string& name, int depth) {
+  Result<std::string> VisitNonNull(const OJson& s, const std::string& path, const std::string& name,
+                                   int depth) {
     const char* kCombinators[] = {"const", "enum", "anyOf", "oneOf", "allOf"};
     const char* used = nullptr;
     for (const char* k : kCombinators) {
       if (!s.contains(k)) continue;
       if (used != nullptr) {
-        return Error(path, std::string("combining '") + used + "' with '" + k +
-                               "' is not supported");
+        return Error(path,
+                     std::string("combining '") + used + "' with '" + k + "' is not supported");
       }
       used = k;
     }
@@ -217,9 +238,9 @@ class Converter {
       }
       std::string expr;
       for (size_t i = 0; i < list.size(); ++i) {
-        MX_ASSIGN_OR_RETURN(std::string alt, RuleFor(list[i], path + "/" + key + "/" +
-                                                                   std::to_string(i),
-                                                     name + "-" + std::to_string(i), depth));
+        MX_ASSIGN_OR_RETURN(std::string alt,
+                            RuleFor(list[i], path + "/" + key + "/" + std::to_string(i),
+                                    name + "-" + std::to_string(i), depth));
         expr += (i ? " | " : "") + alt;
       }
       return "(" + expr + ")";
@@ -235,7 +256,8 @@ class Converter {
         types.push_back(t.get<std::string>());
       } else if (t.is_array() && !t.empty()) {
         for (const OJson& x : t) {
-          if (!x.is_string()) return Error(path + "/type", "must be a string or an array of strings");
+          if (!x.is_string())
+            return Error(path + "/type", "must be a string or an array of strings");
           types.push_back(x.get<std::string>());
         }
       } else {
@@ -267,8 +289,8 @@ class Converter {
     if (t == "string") return v.is_string();
     if (t == "number") return v.is_number();
     if (t == "integer") {
-      return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) ==
-                                                                  v.get<double>());
+      return v.is_number_integer() ||
+             (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
     }
     if (t == "boolean") return v.is_boolean();
     if (t == "null") return v.is_null();
@@ -297,7 +319,8 @@ class Converter {
     }
     if (literals.empty()) return Error(path + "/enum", "no value has the schema's 'type'");
     const std::string base = Unique(name + "-enum");
-    return LiteralTrie(literals, [&] { return Unique(base); }, &rules_);
+    return LiteralTrie(
+        literals, [&] { return Unique(base); }, &rules_);
   }
 
   Result<OJson> MergeAllOf(const OJson& s, const std::string& path, int depth) {
@@ -381,7 +404,8 @@ class Converter {
       const std::string token = r.substr(at + 1, next - at - 1);
       std::string key;
       for (size_t i = 0; i < token.size(); ++i) {
-        if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        if (token[i] == '~' && i + 1 < token.size() &&
+            (token[i + 1] == '0' || token[i + 1] == '1')) {
           key.push_back(token[i + 1] == '0' ? '~' : '/');
           ++i;
         } else {

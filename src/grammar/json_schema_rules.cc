@@ -20,22 +20,26 @@ const std::vector<Primitive>& Primitives() {
       {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
       {"decimal-part", R"([0-9]{1,16})", {}},
       // Exponents of at most two digits: every number parses as a finite double.
-      {"number", R"("-"? %integral-part ("." %decimal-part)? ([eE] [-+]? [0-9]{1,2})?)",
+      {"number",
+       R"("-"? %integral-part ("." %decimal-part)? ([eE] [-+]? [0-9]{1,2})?)",
        {"integral-part", "decimal-part"}},
       {"integer", R"("-"? %integral-part)", {"integral-part"}},
       {"boolean", R"("true" | "false")", {}},
       {"null", R"("null")", {}},
-      {"value", R"(%object | %array | %string | %number | %boolean | %null)",
+      {"value",
+       R"(%object | %array | %string | %number | %boolean | %null)",
        {"object", "array", "string", "number", "boolean", "null"}},
       {"object",
        R"("{" %space ( %string %space ":" %space %value %space ( "," %space %string %space ":" %space %value %space )* )? "}")",
        {"space", "string", "value"}},
-      {"array", R"("[" %space ( %value %space ( "," %space %value %space )* )? "]")",
+      {"array",
+       R"("[" %space ( %value %space ( "," %space %value %space )* )? "]")",
        {"space", "value"}},
       {"uuid",
        R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"")",
        {}},
-      {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))",
+      {"date",
+       R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))",
        {}},
       {"time",
        R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
@@ -219,7 +223,8 @@ void NotStringsRules(const std::vector<std::string>& excluded, const std::string
       auto it = nodes[node].children.find(cp);
       if (it == nodes[node].children.end()) {
         nodes.emplace_back();
-        it = nodes[node].children.emplace(cp, std::make_pair(s.substr(at, len), nodes.size() - 1))
+        it = nodes[node]
+                 .children.emplace(cp, std::make_pair(s.substr(at, len), nodes.size() - 1))
                  .first;
       }
       node = it->second.second;

@@ -13,7 +13,8 @@ using OJson = nlohmann::ordered_json;
 
 std::shared_ptr<const Grammar> Schema(const std::string& text) {
   auto g = CompileJsonSchema(OJson::parse(text));
-  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << text << "\n"
+  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n"
+                      << text << "\n"
                       << SchemaToGbnf(OJson::parse(text)).value();
   return g.ok() ? *g : nullptr;
 }
@@ -31,8 +32,10 @@ TEST(JsonSchemaTest, PrimitiveTypes) {
   EXPECT_FALSE(Accepts(s, R"("\x")"));
   EXPECT_FALSE(Accepts(s, "hi"));
   auto n = Schema(R"({"type":"number"})");
-  for (const char* ok : {"0", "-1", "3.25", "1e10", "-0.5E-3", "2e+07"}) EXPECT_TRUE(Accepts(n, ok)) << ok;
-  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "NaN", "1e100"}) EXPECT_FALSE(Accepts(n, bad)) << bad;
+  for (const char* ok : {"0", "-1", "3.25", "1e10", "-0.5E-3", "2e+07"})
+    EXPECT_TRUE(Accepts(n, ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "NaN", "1e100"})
+    EXPECT_FALSE(Accepts(n, bad)) << bad;
   auto i = Schema(R"({"type":"integer"})");
   EXPECT_TRUE(Accepts(i, "-42"));
   EXPECT_FALSE(Accepts(i, "4.2"));
@@ -73,10 +76,10 @@ TEST(JsonSchemaTest, PropertiesInSchemaOrderRequiredAndOptional) {
   EXPECT_TRUE(Accepts(s, R"({"b":1,"a":"x"})"));
   EXPECT_TRUE(Accepts(s, R"({"b":1,"a":"x","c":true})"));
   EXPECT_TRUE(Accepts(s, R"({"a":"x","c":false})"));
-  EXPECT_FALSE(Accepts(s, R"({"a":"x","b":1})"));   // order of "properties"
-  EXPECT_FALSE(Accepts(s, R"({"b":1})"));           // a is required
+  EXPECT_FALSE(Accepts(s, R"({"a":"x","b":1})"));  // order of "properties"
+  EXPECT_FALSE(Accepts(s, R"({"b":1})"));          // a is required
   EXPECT_FALSE(Accepts(s, R"({})"));
-  EXPECT_FALSE(Accepts(s, R"({"a":"x","d":1})"));   // no additional properties by default
+  EXPECT_FALSE(Accepts(s, R"({"a":"x","d":1})"));  // no additional properties by default
   EXPECT_FALSE(Accepts(s, R"({"a":"x",})"));
   EXPECT_FALSE(Accepts(s, R"({"a":1})"));
 }
@@ -103,10 +106,10 @@ TEST(JsonSchemaTest, AdditionalProperties) {
   auto typed = Schema(R"({"type":"object","properties":{"a":{"type":"integer"}},
                           "additionalProperties":{"type":"string"}})");
   EXPECT_TRUE(Accepts(typed, R"({"a":1,"b":"x","c":"y"})"));
-  EXPECT_TRUE(Accepts(typed, R"({"ab":"x"})"));   // a key that only starts like "a"
+  EXPECT_TRUE(Accepts(typed, R"({"ab":"x"})"));  // a key that only starts like "a"
   EXPECT_TRUE(Accepts(typed, R"({"":"x"})"));
   EXPECT_FALSE(Accepts(typed, R"({"a":1,"b":2})"));
-  EXPECT_FALSE(Accepts(typed, R"({"a":"x"})"));   // "a" is declared: its schema applies
+  EXPECT_FALSE(Accepts(typed, R"({"a":"x"})"));  // "a" is declared: its schema applies
   auto map = Schema(R"({"type":"object","additionalProperties":{"type":"integer"}})");
   EXPECT_TRUE(Accepts(map, R"({"x":1,"y":2})"));
   EXPECT_TRUE(Accepts(map, "{}"));
@@ -157,7 +160,8 @@ TEST(JsonSchemaTest, PrefixItems) {
   EXPECT_TRUE(Accepts(t, R"(["a",1])"));
   EXPECT_FALSE(Accepts(t, R"(["a"])"));
   EXPECT_FALSE(Accepts(t, R"(["a",1,2])"));
-  auto more = Schema(R"({"prefixItems":[{"type":"string"}],"items":{"type":"integer"},"maxItems":3})");
+  auto more =
+      Schema(R"({"prefixItems":[{"type":"string"}],"items":{"type":"integer"},"maxItems":3})");
   EXPECT_TRUE(Accepts(more, R"(["a"])"));
   EXPECT_TRUE(Accepts(more, R"(["a",1,2])"));
   EXPECT_FALSE(Accepts(more, R"(["a",1,2,3])"));
@@ -234,7 +238,8 @@ TEST(JsonSchemaTest, NumberBounds) {
   for (const char* ok : {"-2", "-2.0", "-1.999", "0", "9.99", "3", "-0.5"}) {
     EXPECT_TRUE(Accepts(g, ok)) << ok;
   }
-  for (const char* bad : {"-2.01", "10", "10.0", "11", "-3", "1e2"}) EXPECT_FALSE(Accepts(g, bad)) << bad;
+  for (const char* bad : {"-2.01", "10", "10.0", "11", "-3", "1e2"})
+    EXPECT_FALSE(Accepts(g, bad)) << bad;
   auto pos = Schema(R"({"type":"number","exclusiveMinimum":0})");
   EXPECT_TRUE(Accepts(pos, "0.001"));
   EXPECT_TRUE(Accepts(pos, "12"));
@@ -263,8 +268,9 @@ TEST(JsonSchemaTest, AllOfMergesObjects) {
   EXPECT_TRUE(Accepts(s, R"({"id":1,"name":"x"})"));
   EXPECT_FALSE(Accepts(s, R"({"id":1})"));
   EXPECT_FALSE(Accepts(s, R"({"name":"x"})"));
-  EXPECT_NE(SchemaError(R"({"allOf":[{"type":"string"}]})").find("allOf is supported only for object"),
-            std::string::npos);
+  EXPECT_NE(
+      SchemaError(R"({"allOf":[{"type":"string"}]})").find("allOf is supported only for object"),
+      std::string::npos);
 }
 
 TEST(JsonSchemaTest, RefsIncludingRecursion) {
@@ -302,10 +308,12 @@ TEST(JsonSchemaTest, WhitespaceIsBounded) {
 }
 
 TEST(JsonSchemaTest, UnsupportedKeywordsNameThePath) {
-  EXPECT_EQ(SchemaError(R"({"type":"object","properties":{"name":{"type":"string","pattern":"^a"}}})"),
-            "json schema at /properties/name: unsupported keyword 'pattern'");
+  EXPECT_EQ(
+      SchemaError(R"({"type":"object","properties":{"name":{"type":"string","pattern":"^a"}}})"),
+      "json schema at /properties/name: unsupported keyword 'pattern'");
   EXPECT_EQ(SchemaError(R"({"not":{}})"), "json schema at /: unsupported keyword 'not'");
-  EXPECT_EQ(SchemaError(R"({"items":{"if":{}}})"), "json schema at /items: unsupported keyword 'if'");
+  EXPECT_EQ(SchemaError(R"({"items":{"if":{}}})"),
+            "json schema at /items: unsupported keyword 'if'");
   EXPECT_EQ(SchemaError(R"({"anyOf":[{"type":"string"}],"properties":{}})"),
             "json schema at /: keyword 'properties' beside 'anyOf' is not supported");
   EXPECT_EQ(SchemaError("false"), "json schema at /: the schema 'false' matches nothing");
@@ -323,9 +331,10 @@ TEST(JsonSchemaTest, AnnotationsAreIgnored) {
 TEST(JsonSchemaTest, AppendSchemaRulesEmbedsSeveralSchemas) {
   std::string gbnf = "root ::= tool-0 | tool-1\n";
   ASSERT_TRUE(AppendSchemaRules(OJson::parse(R"({"type":"integer"})"), "tool-0", &gbnf).ok());
-  ASSERT_TRUE(AppendSchemaRules(OJson::parse(R"({"type":"object","properties":{"q":{"type":"string"}}})"),
-                                "tool-1", &gbnf)
-                  .ok());
+  ASSERT_TRUE(
+      AppendSchemaRules(OJson::parse(R"({"type":"object","properties":{"q":{"type":"string"}}})"),
+                        "tool-1", &gbnf)
+          .ok());
   auto g = MustParse(gbnf);
   EXPECT_TRUE(Accepts(g, "12"));
   EXPECT_TRUE(Accepts(g, R"({"q":"x"})"));
@@ -337,7 +346,8 @@ TEST(JsonSchemaTest, AppendSchemaRulesEmbedsSeveralSchemas) {
 }
 
 TEST(JsonSchemaTest, PlainJsonSortsPropertiesOrderedJsonKeepsThem) {
-  const char* text = R"({"properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["a","b"]})";
+  const char* text =
+      R"({"properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["a","b"]})";
   auto ordered = CompileJsonSchema(OJson::parse(text)).value();
   auto sorted = CompileJsonSchema(nlohmann::json::parse(text)).value();
   EXPECT_TRUE(Accepts(ordered, R"({"b":1,"a":2})"));

@@ -48,7 +48,8 @@ Status Converter::Bounds(const OJson& s, const std::string& path, bool integer,
     if (!v.is_number()) return Error(path + "/" + key, "must be a number");
     double d = v.get<double>();
     if (!std::isfinite(d) || std::fabs(d) > 9.0e15) {
-      return Error(path + "/" + key, "value " + Dump(v) + " is out of the supported range (+-9e15)");
+      return Error(path + "/" + key,
+                   "value " + Dump(v) + " is out of the supported range (+-9e15)");
     }
     Bound b;
     if (integer) {
@@ -58,16 +59,15 @@ Status Converter::Bounds(const OJson& s, const std::string& path, bool integer,
       b = {static_cast<int64_t>(w), false};
     } else {
       if (std::floor(d) != d) {
-        return Error(path + "/" + key, "value " + Dump(v) +
-                                           ": bounds on a 'number' must be whole numbers");
+        return Error(path + "/" + key,
+                     "value " + Dump(v) + ": bounds on a 'number' must be whole numbers");
       }
       b = {static_cast<int64_t>(d), exclusive};
     }
     std::optional<Bound>& slot = lower ? *lo : *hi;
-    const bool tighter = !slot || (lower ? (b.value > slot->value ||
-                                            (b.value == slot->value && b.exclusive))
-                                         : (b.value < slot->value ||
-                                            (b.value == slot->value && b.exclusive)));
+    const bool tighter =
+        !slot || (lower ? (b.value > slot->value || (b.value == slot->value && b.exclusive))
+                        : (b.value < slot->value || (b.value == slot->value && b.exclusive)));
     if (tighter) slot = b;
     return Status::Ok();
   };
@@ -101,8 +101,8 @@ Result<std::string> Converter::TypeExpr(const OJson& s, const std::string& t,
       const std::string f = s["format"].get<std::string>();
       if (f == "date" || f == "time" || f == "date-time") return Prim(f + "-string");
       if (f == "uuid") return Prim("uuid");
-      return Error(path + "/format", "unsupported format '" + f +
-                                         "' (supported: date, time, date-time, uuid)");
+      return Error(path + "/format",
+                   "unsupported format '" + f + "' (supported: date, time, date-time, uuid)");
     }
     if (!min_len && !max_len) return Prim("string");
     const int64_t lo = min_len.value_or(0);
@@ -168,8 +168,8 @@ Result<std::string> Converter::ObjectExpr(const OJson& s, const std::string& pat
   // kv_i ::= "\"key\"" space ":" space value space
   std::vector<std::string> kvs;
   for (const Member& m : members) {
-    MX_ASSIGN_OR_RETURN(std::string value, RuleFor(*m.schema, m.path, name + "-" + Sanitize(m.key),
-                                                   depth));
+    MX_ASSIGN_OR_RETURN(std::string value,
+                        RuleFor(*m.schema, m.path, name + "-" + Sanitize(m.key), depth));
     std::string key_lit;
     AppendGbnfLiteral(Dump(OJson(m.key)), &key_lit);
     const std::string kv = Unique(name + "-" + Sanitize(m.key) + "-kv");
@@ -188,7 +188,8 @@ Result<std::string> Converter::ObjectExpr(const OJson& s, const std::string& pat
     const std::string key_rule = Unique(name + "-additional-key");
     Prim("char");
     Rules key_rules;
-    NotStringsRules(keys, key_rule, prefix_ + "-", [&] { return Unique(key_rule); }, &key_rules);
+    NotStringsRules(
+        keys, key_rule, prefix_ + "-", [&] { return Unique(key_rule); }, &key_rules);
     for (auto& r : key_rules) rules_.push_back(std::move(r));
     add_kv = Unique(name + "-additional-kv");
     rules_.push_back(

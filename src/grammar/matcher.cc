@@ -40,7 +40,8 @@ Result<std::unique_ptr<GrammarMatcher>> GrammarMatcher::Create(
     return Status::InvalidArgument(
         "grammar: the start of rule 'root' exceeds the matcher's limits (more than " +
         std::to_string(limits.max_stacks) + " parses alive at once (MatchLimits::max_stacks) or " +
-        std::to_string(limits.max_expand_steps) + " expansion steps (MatchLimits::max_expand_steps))");
+        std::to_string(limits.max_expand_steps) +
+        " expansion steps (MatchLimits::max_expand_steps))");
   }
   m->pos_ = Pos{start, 0, 0, 0};
   return m;
@@ -122,9 +123,7 @@ bool GrammarMatcher::CanAccept(std::string_view bytes) {
 
 bool GrammarMatcher::IsAccepting() const { return IsAcceptingAt(pos_); }
 
-bool GrammarMatcher::CanOnlyEnd() const {
-  return pos_.need == 0 && states_[pos_.state].only_end;
-}
+bool GrammarMatcher::CanOnlyEnd() const { return pos_.need == 0 && states_[pos_.state].only_end; }
 
 bool GrammarMatcher::StepSlow(Pos* p, uint8_t b) {
   if (p->need == 0) {

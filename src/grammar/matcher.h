@@ -35,11 +35,11 @@
 namespace mx::grammar {
 
 struct MatchLimits {
-  size_t max_stacks = 4096;              // parses alive at once
-  size_t max_expand_steps = 1 << 16;     // work for one transition
-  size_t soft_max_states = 1 << 14;      // caches rebuilt past this (at the next Accept)
+  size_t max_stacks = 4096;           // parses alive at once
+  size_t max_expand_steps = 1 << 16;  // work for one transition
+  size_t soft_max_states = 1 << 14;   // caches rebuilt past this (at the next Accept)
   size_t soft_max_nodes = 1 << 20;
-  size_t hard_max_states = 1 << 17;      // new states refused past this
+  size_t hard_max_states = 1 << 17;  // new states refused past this
   size_t hard_max_nodes = 1 << 22;
 };
 
@@ -91,9 +91,7 @@ class GrammarMatcher {
     }
     return StepSlow(p, byte);
   }
-  bool IsAcceptingAt(const Pos& p) const {
-    return p.need == 0 && states_[p.state].accepting;
-  }
+  bool IsAcceptingAt(const Pos& p) const { return p.need == 0 && states_[p.state].accepting; }
 
   size_t n_states() const { return states_.size(); }
 
@@ -137,8 +135,8 @@ class GrammarMatcher {
   std::vector<State> states_;
   std::vector<uint32_t> tops_;
   std::unordered_multimap<uint64_t, int32_t> state_index_;  // hash of tops -> state
-  std::vector<std::array<int32_t, 128>> tables_;           // hot states' ASCII transitions
-  std::unordered_map<uint64_t, int32_t> transitions_;      // (state << 21 | cp) -> next
+  std::vector<std::array<int32_t, 128>> tables_;            // hot states' ASCII transitions
+  std::unordered_map<uint64_t, int32_t> transitions_;       // (state << 21 | cp) -> next
 
   // Scratch for ComputeNext.
   std::vector<std::pair<uint32_t, uint32_t>> work_;

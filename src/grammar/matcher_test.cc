@@ -60,8 +60,8 @@ TEST(MatcherTest, PartialCharacterIsCheckedAgainstWhatMayFollow) {
 
 TEST(MatcherTest, OverlongAndSurrogateEncodingsAreRejected) {
   auto m = GrammarMatcher::Create(MustParse(R"(root ::= .*)")).value();
-  EXPECT_FALSE(m->CanAccept("\xE0\x80\xAF"));   // overlong '/'
-  EXPECT_FALSE(m->CanAccept("\xED\xA0\x80"));   // U+D800
+  EXPECT_FALSE(m->CanAccept("\xE0\x80\xAF"));  // overlong '/'
+  EXPECT_FALSE(m->CanAccept("\xED\xA0\x80"));  // U+D800
   EXPECT_TRUE(m->CanAccept("\xF0\x9F\x98\x80"));
 }
 
