@@ -11,6 +11,7 @@
 #include "server/http_util.h"
 #include "server/image_input.h"
 #include "server/openai_reply.h"
+#include "server/output_constraint.h"
 #include "server/server.h"
 
 namespace mx::server {
@@ -109,7 +110,10 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
     }
     r->tool_schemas = std::make_shared<const toolcalls::ToolSchemas>(toolcalls::ToolSchemas::FromJson(tools));
   }
+  auto constraint = BuildOutputConstraint(*call->model, cr.gen.format, &cr.tools, r->tool_format);
+  if (!constraint.ok()) return SendError(res, constraint.status());
   engine::GenRequest gr = BaseRequest(ctx, cr.gen, std::move(*tenant));
+  gr.constraint = std::move(constraint).value();
   gr.prompt = std::move(encoded->tokens);
   gr.images = std::move(encoded->images);
   gr.has_images = !gr.images.empty() && image_options.mode == engine::ImageCacheMode::kFresh;
@@ -133,7 +137,10 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
   auto r = NewReply(ctx, ReplyKind::kText, *model);
   r->logprobs = cr->logprobs >= 0;
   r->include_usage = cr->gen.include_usage;
+  auto constraint = BuildOutputConstraint(**model, cr->gen.format, nullptr, toolcalls::ToolCallFormat::kNone);
+  if (!constraint.ok()) return SendError(res, constraint.status());
   engine::GenRequest gr = BaseRequest(ctx, cr->gen, std::move(*tenant));
+  gr.constraint = std::move(constraint).value();
   if (cr->prompt_is_tokens) {
     for (int32_t t : cr->prompt_tokens) {
       if (t >= tok.n_vocab()) {
