@@ -12,10 +12,11 @@ endif()
 set(MX_BIN_DIR ${CMAKE_INSTALL_PREFIX}/bin)
 set(MX_DOC_DIR ${CMAKE_INSTALL_PREFIX}/${MX_DOC_SUBDIR})
 set(MX_CONFIG_FILE ${mx_etc}/matricxon.env)
-configure_file(${MX_SOURCE_DIR}/packaging/matricxon.service.in
-               ${MX_BINARY_DIR}/packaging/install/matricxon.service @ONLY)
-file(INSTALL ${MX_BINARY_DIR}/packaging/install/matricxon.service
-     DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
+# One folder per destination: installs to two places may run at once (ctest -j).
+string(MD5 mx_dest "$ENV{DESTDIR}|${CMAKE_INSTALL_PREFIX}")
+set(mx_unit ${MX_BINARY_DIR}/packaging/install/${mx_dest}/matricxon.service)
+configure_file(${MX_SOURCE_DIR}/packaging/matricxon.service.in ${mx_unit} @ONLY)
+file(INSTALL ${mx_unit} DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
 # Secrets (the admin token, the cache passphrase) go in this file: root's alone.
 file(INSTALL ${MX_SOURCE_DIR}/packaging/matricxon.env DESTINATION ${mx_etc}
      PERMISSIONS OWNER_READ OWNER_WRITE)

@@ -50,6 +50,9 @@ command -v curl >/dev/null || cannot "curl is not installed"
 
 # ---- the clean root: from the cache, or made now ----
 mkdir -p "$(dirname "$cache")" "$archives"
+# One run at a time on a machine: the cached root and apt's archive folder are shared.
+exec 9> "$(dirname "$cache")/lock"
+flock -w 600 9 || cannot "another run held $(dirname "$cache")/lock for 10 minutes"
 if [ -f "$cache" ] && [ -z "$(find "$cache" -mtime +7)" ]; then
   step "clean $suite root from $cache"
 else
@@ -71,7 +74,7 @@ cleanup() {
   for m in var/cache/apt/archives proc; do
     if mountpoint -q "$root/$m"; then umount "$root/$m" || umount -l "$root/$m" || true; fi
   done
-  rm -rf "$root"
+  rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 cleanup
