@@ -13,6 +13,7 @@
 
 #include "http_helpers.h"
 #include "server_process.h"
+#include "version/build_info.h"
 
 namespace mx::testing {
 namespace {
@@ -70,10 +71,17 @@ class ServerTest : public ::testing::Test {
 std::string* ServerTest::dir_ = nullptr;
 ServerProcess* ServerTest::server_ = nullptr;
 
-TEST_F(ServerTest, HealthIsOk) {
+TEST_F(ServerTest, HealthIsOkAndNamesTheBuild) {
   Reply r = Get(port(), "/health");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body["status"], "ok");
+  const version::BuildInfo& b = version::Build();
+  EXPECT_EQ(r.body["version"], std::string(b.version)) << r.raw;
+  EXPECT_EQ(r.body["commit"], std::string(b.git_commit)) << r.raw;
+  EXPECT_EQ(r.body["build_type"], std::string(b.build_type)) << r.raw;
+  const version::KernelInfo k = version::Kernels();
+  EXPECT_EQ(r.body["kernels"], k.path) << r.raw;
+  EXPECT_EQ(r.body["cpu_features"], Json(k.features)) << r.raw;
 }
 
 TEST_F(ServerTest, PlainChatCompletion) {
