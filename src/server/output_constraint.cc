@@ -16,8 +16,9 @@ Result<std::shared_ptr<const grammar::GrammarVocab>> ModelGrammarVocab(ServedMod
 Result<std::shared_ptr<const engine::TokenConstraint>> BuildOutputConstraint(
     ServedModel& model, const ResponseFormat& format, const ToolOptions* tools,
     toolcalls::ToolCallFormat tool_format) {
-  const bool forced = tools != nullptr && tools->active() &&
-                      (tools->choice == ToolChoice::kRequired || tools->choice == ToolChoice::kNamed);
+  const bool forced =
+      tools != nullptr && tools->active() &&
+      (tools->choice == ToolChoice::kRequired || tools->choice == ToolChoice::kNamed);
   if (!forced && format.kind == ResponseFormat::Kind::kText) {
     return std::shared_ptr<const engine::TokenConstraint>();
   }
@@ -29,10 +30,10 @@ Result<std::shared_ptr<const engine::TokenConstraint>> BuildOutputConstraint(
   Result<std::shared_ptr<const grammar::Grammar>> g = Status::Internal("no grammar");
   switch (format.kind) {
     case ResponseFormat::Kind::kText: {
-      MX_ASSIGN_OR_RETURN(std::string gbnf,
-                          ToolCallGbnf(tool_format, tools->tools,
-                                       tools->choice == ToolChoice::kNamed ? tools->named : "",
-                                       tools->parallel));
+      MX_ASSIGN_OR_RETURN(
+          std::string gbnf,
+          ToolCallGbnf(tool_format, tools->tools,
+                       tools->choice == ToolChoice::kNamed ? tools->named : "", tools->parallel));
       g = grammar::ParseGbnf(gbnf);
       if (!g.ok()) return g.status().WithContext("the forced tool call's grammar");
       break;
@@ -51,7 +52,8 @@ Result<std::shared_ptr<const engine::TokenConstraint>> BuildOutputConstraint(
   }
   MX_RETURN_IF_ERROR(g.status());
   MX_ASSIGN_OR_RETURN(auto vocab, ModelGrammarVocab(model));
-  MX_ASSIGN_OR_RETURN(auto constraint, grammar::GrammarConstraint::Create(std::move(g).value(), vocab));
+  MX_ASSIGN_OR_RETURN(auto constraint,
+                      grammar::GrammarConstraint::Create(std::move(g).value(), vocab));
   return std::shared_ptr<const engine::TokenConstraint>(std::move(constraint));
 }
 

@@ -40,7 +40,8 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
     case ToolCallFormat::kHermes:
       s.separator = Lit("\n");
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<tool_call>\n") + " " + JsonNameArgs(n, a, "arguments") + " " + Lit("\n</tool_call>");
+        return Lit("<tool_call>\n") + " " + JsonNameArgs(n, a, "arguments") + " " +
+               Lit("\n</tool_call>");
       };
       return s;
     case ToolCallFormat::kQwen3Xml:
@@ -48,7 +49,8 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
       s.xml = true;
       s.xml_newlines = true;
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<tool_call>\n<function=" + n + ">\n") + " " + a + " " + Lit("</function>\n</tool_call>");
+        return Lit("<tool_call>\n<function=" + n + ">\n") + " " + a + " " +
+               Lit("</function>\n</tool_call>");
       };
       return s;
     case ToolCallFormat::kSeedOss:
@@ -61,15 +63,17 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
       return s;
     case ToolCallFormat::kLlama3Json:
       s.parallel = false;
-      s.call = [](const std::string& n, const std::string& a) { return JsonNameArgs(n, a, "parameters"); };
+      s.call = [](const std::string& n, const std::string& a) {
+        return JsonNameArgs(n, a, "parameters");
+      };
       return s;
     case ToolCallFormat::kMistralJson:
       s.prefix = Lit("[TOOL_CALLS][");
       s.separator = Lit(", ");
       s.suffix = Lit("]");
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("{\"name\": \"" + n + "\", \"arguments\": ") + " " + a + " " + Lit(", \"id\": \"") +
-               " [a-zA-Z0-9]{9} " + Lit("\"}");
+        return Lit("{\"name\": \"" + n + "\", \"arguments\": ") + " " + a + " " +
+               Lit(", \"id\": \"") + " [a-zA-Z0-9]{9} " + Lit("\"}");
       };
       return s;
     case ToolCallFormat::kMistralArgs:
@@ -80,7 +84,8 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
     case ToolCallFormat::kHarmony:
       s.parallel = false;  // <|call|> ends the generation
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>") + " " + a;
+        return Lit("<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>") +
+               " " + a;
       };
       return s;
     case ToolCallFormat::kDeepSeekR1:
@@ -88,15 +93,16 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
       s.separator = Lit("\n");
       s.suffix = Lit("<｜tool▁calls▁end｜>");
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n") + " " + a + " " +
-               Lit("\n```<｜tool▁call▁end｜>");
+        return Lit("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n") + " " + a +
+               " " + Lit("\n```<｜tool▁call▁end｜>");
       };
       return s;
     case ToolCallFormat::kDeepSeekV31:
       s.prefix = Lit("<｜tool▁calls▁begin｜>");
       s.suffix = Lit("<｜tool▁calls▁end｜>");
       s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>") + " " + a + " " + Lit("<｜tool▁call▁end｜>");
+        return Lit("<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>") + " " + a + " " +
+               Lit("<｜tool▁call▁end｜>");
       };
       return s;
     case ToolCallFormat::kKimiK2:
@@ -116,13 +122,17 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
       s.prefix = Lit(" functools[");
       s.separator = Lit(", ");
       s.suffix = Lit("]");
-      s.call = [](const std::string& n, const std::string& a) { return JsonNameArgs(n, a, "arguments"); };
+      s.call = [](const std::string& n, const std::string& a) {
+        return JsonNameArgs(n, a, "arguments");
+      };
       return s;
     case ToolCallFormat::kGranite:
       s.prefix = Lit("<|tool_call|>[");
       s.separator = Lit(", ");
       s.suffix = Lit("]");
-      s.call = [](const std::string& n, const std::string& a) { return JsonNameArgs(n, a, "arguments"); };
+      s.call = [](const std::string& n, const std::string& a) {
+        return JsonNameArgs(n, a, "arguments");
+      };
       return s;
     case ToolCallFormat::kCommandR:
       s.prefix = Lit("Action:\n```json\n[");
@@ -178,11 +188,20 @@ Status AppendXmlParams(const ordered_json& schema, const std::string& rule, bool
   for (const auto& [key, sub] : props.items()) {
     const std::string value = rule + "-v" + std::to_string(k++);
     if (IsStringSchema(sub) && !sub.contains("enum") && !sub.contains("const")) {
-      // Raw text that cannot close the tag early.
-      *gbnf += value + " ::= ([^<] | \"<\" [^/])*\n";
+      // Raw text that cannot close the tag early, within the schema's
+      // length bounds (in characters).
+      const int64_t lo = sub.value("minLength", int64_t{0});
+      const int64_t hi = sub.value("maxLength", int64_t{-1});
+      std::string reps = "*";
+      if (hi >= 0 || lo > 0) {
+        reps = "{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(std::max(hi, lo)) : "") +
+               "}";
+      }
+      *gbnf += value + " ::= ([^<] | \"<\" [^/])" + reps + "\n";
     } else if (IsStringSchema(sub)) {
       std::string alts;
-      const ordered_json& values = sub.contains("enum") ? sub["enum"] : ordered_json::array({sub["const"]});
+      const ordered_json& values =
+          sub.contains("enum") ? sub["enum"] : ordered_json::array({sub["const"]});
       for (const auto& v : values) alts += (alts.empty() ? "" : " | ") + Lit(v.get<std::string>());
       *gbnf += value + " ::= " + alts + "\n";
     } else {
@@ -214,7 +233,8 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
       MX_RETURN_IF_ERROR(AppendXmlParams(t.parameters, args, syntax.xml_newlines, field, &rules));
     } else {
       // Empty parameters: any JSON object (OpenAI's default).
-      const ordered_json schema = t.parameters.empty() ? ordered_json{{"type", "object"}} : t.parameters;
+      const ordered_json schema =
+          t.parameters.empty() ? ordered_json{{"type", "object"}} : t.parameters;
       Status st = grammar::AppendSchemaRules(schema, args, &rules);
       if (!st.ok()) return st.WithContext(field);
     }

@@ -26,7 +26,8 @@ namespace mx::server {
 // one the reply must call ("" = any of them); `parallel`: one or more calls
 // (else exactly one). Errors name the tool whose schema does not compile
 // ("tools[1].function.parameters: json schema at /properties/x: ...").
-Result<std::string> ToolCallGbnf(toolcalls::ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                 const std::string& only, bool parallel);
+Result<std::string> ToolCallGbnf(toolcalls::ToolCallFormat format,
+                                 const std::vector<ToolSpec>& tools, const std::string& only,
+                                 bool parallel);
 
 }  // namespace mx::server
