@@ -101,11 +101,15 @@ std::string Draw(const std::string& gbnf, uint64_t seed) {
 void ExpectCallsKeepToTheSchemas(const toolcalls::ParsedToolCalls& parsed, const std::string& only,
                                  bool parallel, const std::string& text) {
   ASSERT_FALSE(parsed.calls.empty()) << text;
-  if (!parallel) EXPECT_EQ(parsed.calls.size(), 1u) << text;
+  if (!parallel) {
+    EXPECT_EQ(parsed.calls.size(), 1u) << text;
+  }
   for (const toolcalls::ToolCall& call : parsed.calls) {
     const auto args = nlohmann::json::parse(call.arguments, nullptr, false);
     ASSERT_TRUE(args.is_object()) << call.arguments << "\n" << text;
-    if (!only.empty()) EXPECT_EQ(call.name, only) << text;
+    if (!only.empty()) {
+      EXPECT_EQ(call.name, only) << text;
+    }
     if (call.name == "get_weather") {
       ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << call.arguments;
       EXPECT_LE(args["city"].get<std::string>().size(), 40u);  // 10 characters, up to 4 bytes each
