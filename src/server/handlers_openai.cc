@@ -6,12 +6,12 @@
 
 #include "core/logging.h"
 #include "engine/scheduler.h"
-#include "server/reasoning.h"
 #include "server/api_types.h"
 #include "server/http_util.h"
 #include "server/image_input.h"
 #include "server/openai_reply.h"
 #include "server/output_constraint.h"
+#include "server/reasoning.h"
 #include "server/server.h"
 
 namespace mx::server {
@@ -24,8 +24,8 @@ void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest g
   const int64_t n = static_cast<int64_t>(gr.prompt.size());
   if (n + 1 > n_ctx) {
     SendError(res, 400,
-              "the prompt has " + std::to_string(n) + " tokens but the context holds " + std::to_string(n_ctx) +
-                  " (including at least one generated token)",
+              "the prompt has " + std::to_string(n) + " tokens but the context holds " +
+                  std::to_string(n_ctx) + " (including at least one generated token)",
               "context_length_exceeded");
     return;
   }
@@ -37,8 +37,9 @@ void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest g
   const int32_t n_vocab = r->model->model->tokenizer->n_vocab();
   for (const auto& [id, bias] : gr.sampling.logit_bias) {
     if (id >= n_vocab) {
-      return SendError(res, 400, "'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                     std::to_string(n_vocab) + ")");
+      return SendError(res, 400,
+                       "'logit_bias' token id " + std::to_string(id) +
+                           " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
     }
   }
   r->n = gr.n;
@@ -92,13 +93,15 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   if (!encoded.ok()) return SendError(res, encoded.status());
   const std::vector<int32_t>* prompt = &encoded->tokens;
   auto r = NewReply(ctx, ReplyKind::kChat, call->model);
+  // A thinking model whose prompt opened a think block replies inside it.
+  const auto& p = *prompt;
+  const size_t tail = std::min<size_t>(p.size(), 8);
+  const bool think_open =
+      lm.thinks && PromptOpensThinkBlock(lm.tokenizer->Decode(
+                       std::span<const int32_t>(p.data() + p.size() - tail, tail)));
   if (lm.thinks && cr.reasoning_format != "none") {
-    // Inside a block from the start when the prompt opened one.
-    const auto& p = *prompt;
-    const size_t tail = std::min<size_t>(p.size(), 8);
     r->split_reasoning = true;
-    r->reasoning_starts_inside = PromptOpensThinkBlock(
-        lm.tokenizer->Decode(std::span<const int32_t>(p.data() + p.size() - tail, tail)));
+    r->reasoning_starts_inside = think_open;
   }
   r->logprobs = cr.logprobs;
   r->include_usage = cr.gen.include_usage;
@@ -106,11 +109,14 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
     r->tool_format = toolcalls::DetectToolCallFormat(lm.chat_template_text);
     Json tools = Json::array();
     for (const ToolSpec& t : cr.tools.tools) {
-      tools.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"parameters", t.parameters}}}});
+      tools.push_back(
+          {{"type", "function"}, {"function", {{"name", t.name}, {"parameters", t.parameters}}}});
     }
-    r->tool_schemas = std::make_shared<const toolcalls::ToolSchemas>(toolcalls::ToolSchemas::FromJson(tools));
+    r->tool_schemas =
+        std::make_shared<const toolcalls::ToolSchemas>(toolcalls::ToolSchemas::FromJson(tools));
   }
-  auto constraint = BuildOutputConstraint(*call->model, cr.gen.format, &cr.tools, r->tool_format);
+  auto constraint =
+      BuildOutputConstraint(*call->model, cr.gen.format, &cr.tools, r->tool_format, think_open);
   if (!constraint.ok()) return SendError(res, constraint.status());
   engine::GenRequest gr = BaseRequest(ctx, cr.gen, std::move(*tenant));
   gr.constraint = std::move(constraint).value();
@@ -128,7 +134,8 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
   if (!body.ok()) return SendError(res, body.status());
   auto cr = ParseCompletionRequest(*body);
   if (!cr.ok()) return SendError(res, cr.status());
-  if (Status st = ParseOutputFields(req.body, &cr->gen.format, nullptr); !st.ok()) return SendError(res, st);
+  if (Status st = ParseOutputFields(req.body, &cr->gen.format, nullptr); !st.ok())
+    return SendError(res, st);
   auto tenant = TenantOf(req, cr->gen, res);
   if (!tenant.ok()) return SendJson(res, ErrorJson(tenant.status(), "user"), 400);
   auto model = ResolveModel(ctx, cr->gen.model);
@@ -137,15 +144,18 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
   auto r = NewReply(ctx, ReplyKind::kText, *model);
   r->logprobs = cr->logprobs >= 0;
   r->include_usage = cr->gen.include_usage;
-  auto constraint = BuildOutputConstraint(**model, cr->gen.format, nullptr, toolcalls::ToolCallFormat::kNone);
+  auto constraint = BuildOutputConstraint(**model, cr->gen.format, nullptr,
+                                          toolcalls::ToolCallFormat::kNone, false);
   if (!constraint.ok()) return SendError(res, constraint.status());
   engine::GenRequest gr = BaseRequest(ctx, cr->gen, std::move(*tenant));
   gr.constraint = std::move(constraint).value();
   if (cr->prompt_is_tokens) {
     for (int32_t t : cr->prompt_tokens) {
       if (t >= tok.n_vocab()) {
-        return SendError(res, 400, "'prompt' token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                       std::to_string(tok.n_vocab()) + ")");
+        return SendError(res, 400,
+                         "'prompt' token id " + std::to_string(t) +
+                             " is outside the vocabulary [0, " + std::to_string(tok.n_vocab()) +
+                             ")");
       }
     }
     gr.prompt = cr->prompt_tokens;
@@ -162,10 +172,13 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
 }  // namespace
 
 void AddOpenAiRoutes(ServerContext* ctx, std::vector<Route>* routes) {
-  routes->push_back({"POST", "/v1/chat/completions", "OpenAI chat completion (stream with \"stream\": true)", false,
-                     [ctx](const HttpRequest& req, HttpResponse& res) { ChatCompletions(ctx, req, res); }});
-  routes->push_back({"POST", "/v1/completions", "OpenAI text completion (prompt string or token ids)", false,
-                     [ctx](const HttpRequest& req, HttpResponse& res) { Completions(ctx, req, res); }});
+  routes->push_back(
+      {"POST", "/v1/chat/completions", "OpenAI chat completion (stream with \"stream\": true)",
+       false,
+       [ctx](const HttpRequest& req, HttpResponse& res) { ChatCompletions(ctx, req, res); }});
+  routes->push_back(
+      {"POST", "/v1/completions", "OpenAI text completion (prompt string or token ids)", false,
+       [ctx](const HttpRequest& req, HttpResponse& res) { Completions(ctx, req, res); }});
 }
 
 }  // namespace mx::server

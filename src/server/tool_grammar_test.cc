@@ -11,6 +11,7 @@
 #include "engine/sampler.h"
 #include "gguf/gguf_file.h"
 #include "grammar/grammar_constraint.h"
+#include "server/output_constraint.h"
 #include "tokenizer/gguf_vocab.h"
 #include "toolcalls/tool_calls.h"
 
@@ -177,6 +178,52 @@ TEST(ToolGrammarErrorsTest, SyntaxesItCannotWriteAndBadSchemasAreNamed) {
       << r.status().ToString();
   EXPECT_NE(r.status().message().find("pattern"), std::string::npos) << r.status().ToString();
   EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kHermes, Tools(), "nope", true).ok());
+}
+
+// A thinking model whose prompt opened a think block: the forced call (or
+// JSON) is constrained only after </think>; the thought before it is free.
+TEST(OutputGrammarTest, AThoughtComesFirstWhenThePromptOpenedAThinkBlock) {
+  ToolOptions tools;
+  tools.tools = Tools();
+  tools.choice = ToolChoice::kNamed;
+  tools.named = "get_weather";
+  tools.parallel = false;
+  auto og =
+      OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, /*think_open=*/true);
+  ASSERT_TRUE(og.ok()) << og.status().ToString();
+  EXPECT_TRUE(og->after_think);
+  const Vocab& v = Gpt2();
+  ASSERT_NE(v.grammar, nullptr);
+  auto g = grammar::ParseGbnf(og->gbnf);
+  ASSERT_TRUE(g.ok()) << g.status().ToString() << "\n" << og->gbnf;
+  auto follows = [&](const std::string& text) {
+    auto c = grammar::GrammarConstraint::CreateLazy(*g, v.grammar, {"</think>"}).value();
+    for (int32_t id : v.tok->Encode(text, false, false)) {
+      if (!c->Allows(id)) return false;
+      c->Accept(id);
+    }
+    return true;
+  };
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  EXPECT_TRUE(follows("The user wants the weather, I may say anything here.</think>\n\n" + call));
+  EXPECT_FALSE(follows("Thinking.</think>\n\nSure, here you go"));
+  EXPECT_FALSE(follows("Thinking.</think>\n\n<tool_call>\n{\"name\": \"search\""));
+  // Without an open think block the call comes at once.
+  auto plain = OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->after_think);
+  ResponseFormat json;
+  json.kind = ResponseFormat::Kind::kJsonObject;
+  auto j = OutputGrammarFor(json, nullptr, ToolCallFormat::kNone, true);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_TRUE(j->after_think);
+  ResponseFormat user;
+  user.kind = ResponseFormat::Kind::kGrammar;
+  user.grammar = "root ::= \"x\"";
+  auto u = OutputGrammarFor(user, nullptr, ToolCallFormat::kNone, true);
+  EXPECT_FALSE(u->after_think);  // a client's grammar is the whole reply
+  EXPECT_EQ(u->gbnf, user.grammar);
 }
 
 }  // namespace
