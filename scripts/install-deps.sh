@@ -8,6 +8,10 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       libgtest-dev libgmock-dev libbenchmark-dev
       libpng-dev libjpeg-dev libwebp-dev libgif-dev
       gnuplot-nox
+      libedit-dev          # the chat's line editor (BSD licence)
+      dpkg-dev file        # cpack -G DEB: dpkg-shlibdeps computes the package's Depends
+      mmdebstrap systemd   # the .deb's test in a clean Debian root; systemd-analyze verify
+      python3 curl jq      # the chat's pty test; the first-run demo (scripts/run.sh)
       chromium fonts-dejavu-core)  # the status page's browser test (headless; its fonts)
 missing=()
 for p in "${pkgs[@]}"; do

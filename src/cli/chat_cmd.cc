@@ -1,15 +1,19 @@
 // matricxon chat: one chat in the terminal, streaming tokens. The chat keeps
 // its state between turns, so each turn reads only the tokens the previous
 // turns did not (the longest common start is kept, the rest re-read).
+// On a terminal the input line is edited with libedit (line_reader.h);
+// Ctrl-C stops a reply (or the reading of a prompt) and returns to the prompt.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/interrupt.h"
+#include "cli/line_reader.h"
 #include "cli/progress.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -35,8 +39,20 @@ const std::vector<FlagSpec> kFlags = {
     {"repeat-penalty", "1.0", "repetition penalty (1 = off)"},
     {"seed", "0", "sampling seed (0 = random)"},
     {"kv-type", "f16", "KV cache type: f16, q8_0, q4_0 or f32"},
-    {"stats", "", "print prompt/generation speed after each reply", true},
+    {"stats", "",
+     "after each reply: prompt tokens reused from the chat's state and read anew, speed", true},
+    {"history", "", "keep the lines typed in this file (mode 0600; terminal only)"},
+    {"ignore-eos", "", "never end a reply at an end-of-generation token (synthetic models, demos)",
+     true},
 };
+
+constexpr char kHelp[] =
+    "  /help    this list\n"
+    "  /reset   start a new chat (the system prompt stays)\n"
+    "  /stats   turn the per-turn token counts on or off\n"
+    "  /quit    leave (also /exit, Ctrl-D)\n"
+    "Ctrl-C stops a reply and returns to the prompt; Up/Down go through the lines typed;\n"
+    "a line that starts with // sends it with one / less.\n";
 
 size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = 0;
@@ -80,42 +96,85 @@ Status Run(const Flags& f) {
   lo.template_override = f.Get("template");
   MX_ASSIGN_OR_RETURN(auto lm, engine::LoadedModel::Load(env, f.Get("model"), lo));
   progress.Done();
-  MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*lm->model, {.n_threads = static_cast<int>(threads),
-                                                                       .kv_type = kv_type,
-                                                                       .n_ctx = ctx}));
+  std::unique_ptr<models::Runner> runner;
+  {
+    // The runner's threads must never take a SIGINT meant for the chat loop.
+    ScopedBlockInterrupt block;
+    MX_ASSIGN_OR_RETURN(
+        runner, models::Runner::Create(
+                    *lm->model,
+                    {.n_threads = static_cast<int>(threads), .kv_type = kv_type, .n_ctx = ctx}));
+  }
   const auto& cfg = lm->model->config();
-  std::fprintf(stderr, "model: %s (%s, %lld layers, dim %lld, vocab %lld), template %s, context %lld, %lld threads\n",
-               f.Get("model").c_str(), models::ArchName(cfg.arch), static_cast<long long>(cfg.n_layer),
-               static_cast<long long>(cfg.n_embd), static_cast<long long>(cfg.n_vocab),
+  std::fprintf(stderr,
+               "model: %s (%s, %lld layers, dim %lld, vocab %lld), template %s, context %lld, %lld "
+               "threads\n",
+               f.Get("model").c_str(), models::ArchName(cfg.arch),
+               static_cast<long long>(cfg.n_layer), static_cast<long long>(cfg.n_embd),
+               static_cast<long long>(cfg.n_vocab),
                std::string(templates::FamilyName(lm->family)).c_str(),
                static_cast<long long>(runner->n_ctx()), static_cast<long long>(threads));
-  std::fprintf(stderr, "type a message and press enter; /reset starts over, /quit or end of input leaves\n");
+  const bool terminal = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
+  MX_ASSIGN_OR_RETURN(auto reader, LineReader::Open(terminal, f.Get("history")));
+  std::fprintf(stderr,
+               "type a message and press enter; /help lists the commands, Ctrl-C stops a reply, "
+               "/quit or Ctrl-D leaves\n");
 
   std::vector<templates::ChatMessage> messages;
   if (f.Has("system")) messages.push_back({"system", f.Get("system"), std::nullopt});
   auto seq = runner->NewSequence();
   std::vector<int32_t> held;  // tokens whose state `seq` holds
   engine::Sampler sampler(sp);
-  const bool tty = isatty(STDIN_FILENO) != 0;
+  // --ignore-eos: the end-of-generation tokens can never be drawn.
+  std::vector<int32_t> masked;
+  if (f.GetBool("ignore-eos")) {
+    for (int32_t id = 0; id < lm->tokenizer->n_vocab(); ++id) {
+      if (lm->tokenizer->IsEog(id)) masked.push_back(id);
+    }
+  }
+  bool stats = f.GetBool("stats");
+  int turn = 0;
+  InterruptCatcher interrupt;
   std::vector<float> logits;
   std::string line;
   for (;;) {
-    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
-    if (!std::getline(std::cin, line)) break;
-    if (line == "/quit") break;
+    interrupt.Clear();
+    const LineReader::Outcome got = reader->Read("> ", &line);
+    if (got == LineReader::Outcome::kEof) break;
+    if (got == LineReader::Outcome::kInterrupted) continue;  // the line typed so far is dropped
+    reader->AddHistory(line);
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/help") {
+      std::fputs(kHelp, stderr);
+      continue;
+    }
     if (line == "/reset") {
       messages.resize(f.Has("system") ? 1 : 0);
+      std::fputs("new chat\n", stderr);
+      continue;
+    }
+    if (line == "/stats") {
+      stats = !stats;
+      std::fprintf(stderr, "stats %s\n", stats ? "on" : "off");
+      continue;
+    }
+    if (line.rfind("//", 0) == 0) {
+      line.erase(0, 1);
+    } else if (!line.empty() && line[0] == '/') {
+      std::fprintf(stderr, "unknown command %s; /help lists them\n", line.c_str());
       continue;
     }
     if (line.empty()) continue;
     messages.push_back({"user", line, std::nullopt});
     MX_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, lm->EncodeChat(messages, {}));
     if (static_cast<int64_t>(prompt.size()) + 1 > runner->n_ctx()) {
-      std::fprintf(stderr, "the chat (%zu tokens) no longer fits the context (%lld); /reset to start over\n",
-                   prompt.size(), static_cast<long long>(runner->n_ctx()));
+      std::fprintf(
+          stderr, "the chat (%zu tokens) no longer fits the context (%lld); /reset to start over\n",
+          prompt.size(), static_cast<long long>(runner->n_ctx()));
       messages.pop_back();
       continue;
     }
+    ++turn;
     // Keep the longest common start; a recurrent state can only be kept whole.
     size_t keep = CommonPrefix(held, prompt);
     if (keep == prompt.size()) --keep;  // always read at least one token to get logits
@@ -125,20 +184,41 @@ Status Run(const Flags& f) {
 
     const uint64_t t0 = env->NowMicros();
     constexpr size_t kChunk = 512;
+    bool stopped = false;
     for (size_t i = keep; i < prompt.size(); i += kChunk) {
+      if (interrupt.pending()) {
+        stopped = true;
+        break;
+      }
       std::vector<models::BatchEntry> batch;
       for (size_t j = i; j < std::min(prompt.size(), i + kChunk); ++j) {
         batch.push_back({seq.get(), prompt[j], j + 1 == prompt.size()});
       }
       MX_RETURN_IF_ERROR(runner->Forward(batch, &logits));
+      held.insert(held.end(), prompt.begin() + static_cast<int64_t>(i),
+                  prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), i + kChunk)));
     }
-    held = prompt;
+    if (stopped) {
+      // The state keeps the chunks read (the next turn reuses them); the
+      // message was never answered, so it leaves the chat.
+      messages.pop_back();
+      std::fprintf(stderr, "[stopped while reading the prompt: %zu of %zu tokens read]\n",
+                   held.size() - keep, prompt.size() - keep);
+      continue;
+    }
     const uint64_t t1 = env->NowMicros();
 
     tokenizer::Utf8StreamDecoder decoder;
     std::string reply;
     int64_t generated = 0;
     while (generated < max_tokens && seq->n_tokens() < runner->n_ctx()) {
+      if (interrupt.pending()) {
+        stopped = true;
+        break;
+      }
+      for (int32_t id : masked) {
+        if (static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -INFINITY;
+      }
       int32_t tok = sampler.Sample(logits, held);
       if (lm->tokenizer->IsEog(tok)) break;
       std::string text = decoder.Push(lm->tokenizer->TokenToPiece(tok));
@@ -156,11 +236,16 @@ Status Run(const Flags& f) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     const uint64_t t2 = env->NowMicros();
+    // A stopped reply stays in the chat as far as it got (it was shown).
     messages.push_back({"assistant", reply, std::nullopt});
-    if (f.GetBool("stats")) {
+    if (stopped) std::fprintf(stderr, "[stopped]\n");
+    if (stats) {
       double pp_s = static_cast<double>(t1 - t0) / 1e6, tg_s = static_cast<double>(t2 - t1) / 1e6;
-      std::fprintf(stderr, "[prompt %zu tokens, %zu reused, %zu read in %.3f s; %lld generated, %.1f tokens/s]\n",
-                   prompt.size(), keep, prompt.size() - keep, pp_s, static_cast<long long>(generated),
+      std::fprintf(stderr,
+                   "[turn %d: prompt %zu tokens, %zu reused, %zu read in %.3f s; %lld generated, "
+                   "%.1f tokens/s]\n",
+                   turn, prompt.size(), keep, prompt.size() - keep, pp_s,
+                   static_cast<long long>(generated),
                    tg_s > 0 ? static_cast<double>(generated) / tg_s : 0.0);
     }
   }
@@ -170,7 +255,8 @@ Status Run(const Flags& f) {
 }  // namespace
 
 int ChatCommand(int argc, char** argv) {
-  return RunCommand("chat", "Chats with a GGUF model in the terminal, streaming the reply.", kFlags, argc, argv, 2, Run);
+  return RunCommand("chat", "Chats with a GGUF model in the terminal, streaming the reply.", kFlags,
+                    argc, argv, 2, Run);
 }
 
 }  // namespace mx::cli

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -15,7 +16,9 @@
 #include "engine/sampler.h"
 #include "fifo_trap.h"
 #include "gguf/gguf_file.h"
+#include "kernels/kernels.h"
 #include "models/runner.h"
+#include "version/build_info.h"
 
 namespace mx::cli {
 namespace {
@@ -49,6 +52,34 @@ RunResult RunMatricxon(const std::string& args, const std::string& input = "") {
   std::ofstream(in) << input;
   int rc = std::system((kBinary + " " + args + " < " + in + " > " + out + " 2> " + err).c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ReadAll(out), ReadAll(err)};
+}
+
+// --version (and `version`, -V) names the release, the commit, the build type
+// and the kernels' path with its CPU features; MATRICXON_KERNELS changes the path shown.
+TEST(VersionTest, NamesTheBuildAndTheKernelsPath) {
+  RunResult r = RunMatricxon("--version");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const version::BuildInfo& b = version::Build();
+  EXPECT_EQ(r.out.rfind("matricxon " + std::string(b.version) + " (commit ", 0), 0u) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^matricxon \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,40}(-dirty)?|unknown), \w+\)\n)")))
+      << r.out;
+  const std::string best = kernels::IsaName(kernels::AvailableIsas().back());
+  EXPECT_NE(r.out.find("\nkernels: " + best), std::string::npos) << r.out;
+  if (best == "avx2") {
+    EXPECT_NE(r.out.find("kernels: avx2 (avx2 fma f16c)"), std::string::npos) << r.out;
+  }
+  if (best == "avx512") {
+    EXPECT_NE(r.out.find("avx512vnni"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find("built with "), std::string::npos) << r.out;
+  EXPECT_EQ(RunMatricxon("version").out, r.out);
+  EXPECT_EQ(RunMatricxon("-V").out, r.out);
+
+  const std::string dir = TempDir();
+  const int rc = std::system(("MATRICXON_KERNELS=scalar " + kBinary + " --version > " + dir + "/scalar.txt").c_str());
+  ASSERT_EQ(rc, 0);
+  const std::string scalar = ReadAll(dir + "/scalar.txt");
+  EXPECT_NE(scalar.find("\nkernels: scalar; this CPU runs: scalar"), std::string::npos) << scalar;
 }
 
 TEST(MakeModelTest, WritesALoadableModelWithATokenizer) {
@@ -263,7 +294,8 @@ TEST(ChatTest, SecondTurnReusesTheFirstTurnsTokens) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Turn 1 reads everything; turn 2 keeps the whole first turn (prompt + reply).
   EXPECT_NE(r.err.find(", 0 reused"), std::string::npos) << r.err;
-  size_t second = r.err.find("[prompt", r.err.find("[prompt") + 1);
+  EXPECT_NE(r.err.find("[turn 1: prompt"), std::string::npos) << r.err;
+  size_t second = r.err.find("[turn 2: prompt");
   ASSERT_NE(second, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(", 0 reused", second), std::string::npos) << r.err;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "version/build_info.h"
 
 namespace {
 
@@ -15,6 +16,8 @@ constexpr char kUsage[] =
     "  chat         chat with a model in the terminal, streaming tokens\n"
     "  serve        serve the models of a folder over an OpenAI-compatible HTTP API\n"
     "  cache        `cache ls`, `cache verify`, `cache purge`: the saved prompt caches on disk\n"
+    "  version      the release, commit, build type and the kernels' CPU features (also "
+    "--version)\n"
     "  bench        `bench engine`: prompt-reading and generation speed of a model;\n"
     "               `bench chat`: TTFT per turn of a growing chat, prompt cache on and off;\n"
     "               `bench load`: generation tokens/s and TTFT with 1, 4, 8 concurrent chats;\n"
@@ -30,6 +33,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
+  if (command == "--version" || command == "-V" || command == "version") {
+    std::fputs(mx::version::VersionText().c_str(), stdout);
+    return 0;
+  }
   if (command == "make-model") return mx::cli::MakeModelCommand(argc, argv);
   if (command == "chat") return mx::cli::ChatCommand(argc, argv);
   if (command == "serve") return mx::cli::ServeCommand(argc, argv);

@@ -16,6 +16,7 @@
 #include "core/logging.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "version/build_info.h"
 
 namespace mx::cli {
 namespace {
@@ -73,6 +74,8 @@ int ServeCommand(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
 
+  const version::KernelInfo kernels = version::Kernels();
+  MX_LOG(kInfo) << version::OneLine() << ", kernels " << kernels.path;
   server::HttpServer server(*options, Env::Default());
   Status st = server.Bind();
   if (!st.ok()) {

@@ -106,6 +106,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::stri
     return m;
   }
   m->thinks = jinja.find("</think>") != std::string::npos;
+  m->chat_template_text = jinja;
   if (auto family = templates::DetectFamily(jinja)) {
     m->family = *family;
     m->family_detected = true;

@@ -58,6 +58,9 @@ struct LoadedModel {
   // fails to parse, or a family is forced (template_override): chats then
   // render with `family`. `template_fallback_reason` says why.
   std::optional<jinja::Template> chat_template;
+  // Its source text as the file holds it ("" when none or a family is
+  // forced): what the server reads the model's tool-call syntax from.
+  std::string chat_template_text;
   std::string template_fallback_reason;
   // The template takes message content as a list of parts ({"type": "text",
   // ...}); false: text parts are joined into one string first (the template

@@ -95,17 +95,27 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
 }
 
 bool PromptCache::TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
-                          CacheTicket* t, std::string* why) {
+                          RefreshMode refresh, IndexWait* wait, CacheTicket* t, std::string* why) {
   cache::PrefixMatch m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   // A miss (nothing in RAM or the index serves this prompt well) may be a
   // chat another node saved since the index was read: look for new files
-  // (cheap, bounded and rate-limited; a prompt served well is never held).
+  // (bounded and rate-limited; a prompt served well never waits for it).
   const int64_t gain = disk_.store->min_gain_tokens();
   const int64_t best = std::max<int64_t>(in_memory, m.found ? static_cast<int64_t>(m.common_prefix) : 0);
-  if (best + gain < n_prompt - 1) {
+  if (best + gain < n_prompt - 1 && refresh == RefreshMode::kHere) {
     const cache::RefreshReport r = disk_.store->Refresh();
     if (r.added > 0 || r.forgotten > 0) m = disk_.store->Find(disk_.binding, prompt, OnlyTenant(scope));
+  } else if (best + gain < n_prompt - 1 && refresh == RefreshMode::kInBackground) {
+    // Listed off the compute loop: only this request waits (none when no
+    // refresh is due), and looks up again once it has ended.
+    if (std::shared_ptr<IndexRefresh> r = disk_.store->RefreshInBackground(); r != nullptr) {
+      wait->refresh_ = std::move(r);
+      wait->since_us_ = env_->NowMicros();
+      if (disk_.wake) wait->waker_ = wait->refresh_->AddWaker(disk_.wake);
+      t->waiting_ = true;
+      return true;
+    }
   }
   // At least one prompt token is left to read, so the reply has logits.
   const int64_t use =
@@ -216,8 +226,47 @@ bool PromptCache::TryDiskShift(std::span<const int32_t> prompt, const cache::Shi
   return true;
 }
 
+std::string PromptCache::EndWait(IndexWait* wait) {
+  wait->resumed_ = true;
+  wait->StopWaking();
+  const IndexRefresh& r = *wait->refresh_;
+  const uint64_t now = env_->NowMicros();
+  const uint64_t waited_ms = (now - wait->since_us_) / 1000;
+  const std::string rest = "a prompt that waited " + std::to_string(waited_ms) +
+                           " ms for it goes on with the files the index knows";
+  if (!r.done()) {
+    MX_LOG(kWarn) << "saved caches: the index refresh asked for " << (now - r.requested_us()) / 1000
+                  << " ms ago has not ended (a slow shared folder?); " << rest;
+    return "the saved-cache index refresh had not ended after " + std::to_string(waited_ms) + " ms";
+  }
+  if (!r.report().status.ok()) {
+    MX_LOG(kWarn) << "saved caches: the index refresh failed (" << r.report().status.ToString()
+                  << "); " << rest;
+    return "the saved-cache index refresh failed";
+  }
+  return "";
+}
+
 Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use_cache,
-                                       bool has_images, const cache::LookupScope& scope) {
+                                       bool has_images, const cache::LookupScope& scope,
+                                       IndexWait* wait) {
+  std::string note;
+  if (wait != nullptr && wait->waiting()) {
+    if (!wait->Ready(env_->NowMicros())) {
+      CacheTicket t;
+      t.waiting_ = true;
+      return t;
+    }
+    note = EndWait(wait);
+  }
+  Result<CacheTicket> t = Lookup(prompt, use_cache, has_images, scope, wait);
+  if (t.ok() && !note.empty()) t->log_ += " (" + note + ")";
+  return t;
+}
+
+Result<CacheTicket> PromptCache::Lookup(std::span<const int32_t> prompt, bool use_cache,
+                                        bool has_images, const cache::LookupScope& scope,
+                                        IndexWait* wait) {
   CacheTicket t;
   if (!use_cache || has_images) {
     t.private_ = runner_.NewSequence();
@@ -231,12 +280,18 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
     const int64_t ram_reuse = pool_.Peek(prompt, scope).n_reuse;
     const QueuedMatch queued = disk_.store->FindQueued(disk_.binding, prompt, OnlyTenant(scope));
     const int64_t queued_reuse = queued.found ? static_cast<int64_t>(queued.usable) : 0;
-    if (TryDisk(prompt, std::max(ram_reuse, queued_reuse), scope, &t, &disk_why)) return t;
+    const RefreshMode refresh = wait == nullptr     ? RefreshMode::kHere
+                                : wait->resumed_ ? RefreshMode::kNone
+                                                 : RefreshMode::kInBackground;
+    const int64_t in_memory = std::max(ram_reuse, queued_reuse);
+    if (TryDisk(prompt, in_memory, scope, refresh, wait, &t, &disk_why)) return t;
     if (queued_reuse > ram_reuse) {
       if (TryQueued(prompt, queued, queued_reuse, scope, &t)) return t;
-      // It was written while we looked: it is on disk now.
+      // It was written while we looked: it is on disk now (and in the index:
+      // this node wrote it), so this second look never waits.
       disk_why.clear();
-      if (TryDisk(prompt, ram_reuse, scope, &t, &disk_why)) return t;
+      const RefreshMode again = wait == nullptr ? RefreshMode::kHere : RefreshMode::kNone;
+      if (TryDisk(prompt, ram_reuse, scope, again, wait, &t, &disk_why)) return t;
     }
   }
   MX_ASSIGN_OR_RETURN(t.lease_, pool_.Acquire(prompt, scope));
@@ -284,6 +339,24 @@ Result<CacheTicket> PromptCache::Start(std::span<const int32_t> prompt, bool use
 
 void PromptCache::Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len) {
   if (ticket.lease_.valid()) ticket.lease_.Commit(std::move(tokens), prompt_len);
+}
+
+Result<CacheTicket> PromptCache::Fork(CacheTicket& from, std::span<const int32_t> tokens,
+                                      const std::string& tenant) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  MX_ASSIGN_OR_RETURN(std::unique_ptr<models::SequenceState> copy, from.state().ClonePrefix(n));
+  CacheTicket t;
+  t.n_reused_ = from.n_reused_;
+  t.diverged_at_ = from.diverged_at_;
+  t.source_ = from.source_;
+  t.log_ = "a further choice continues from a copy of the prompt's state (" + std::to_string(n) +
+           " tokens)";
+  if (from.pooled()) {
+    t.lease_ = pool_.Adopt(std::vector<int32_t>(tokens.begin(), tokens.end()), std::move(copy), tenant);
+  } else {
+    t.private_ = std::move(copy);
+  }
+  return t;
 }
 
 void PromptCache::Abandon(CacheTicket ticket) {

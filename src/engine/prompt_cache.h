@@ -9,12 +9,20 @@
 // of this exact model instead when it shares a longer start with the prompt
 // than anything in RAM (by at least the store's min_gain_tokens).
 //
+// A prompt that misses in RAM, the write queue and the saved files' index
+// first refreshes the index (another node may have saved its chat since).
+// Given an IndexWait, Start never does that on the calling thread: it asks
+// the store's refresher thread and returns a waiting ticket, and the
+// scheduler keeps that one request out of its batches until the refresh
+// ends (docs/cluster.md).
+//
 // Thread-safety: Start/Finish/FlushToDisk/WriteOnePending are called on the
 // model's compute loop (the thread that also runs Forward), which keeps
 // copies of in-use entries safe; Stats/counters may be read from any thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,10 +78,49 @@ struct PromptCacheOptions {
 // least store->min_gain_tokens()) loads it back. `io_pool` (the runner's
 // threads, optional) opens chunks in parallel; REQUIRES: used only on the
 // compute loop.
+// `wake` (optional) is called, from the store's refresher thread, when a
+// refresh that a request of this model waits for (IndexWait) has ended; it
+// must only notify the compute loop.
 struct DiskLevel {
   SavedCacheStore* store = nullptr;
   cache::ModelBinding binding;
   ThreadPool* io_pool = nullptr;
+  std::function<void()> wake = {};
+};
+
+// One request's wait for a refresh of the saved-cache index (PromptCache::
+// Start). Owned by the request and used on the compute loop; Ready() is
+// cheap and lock-free. Destroying it (or the request going on) stops the
+// wake-ups.
+class IndexWait {
+ public:
+  IndexWait() = default;
+  IndexWait(const IndexWait&) = delete;
+  IndexWait& operator=(const IndexWait&) = delete;
+  ~IndexWait() { StopWaking(); }
+
+  // Start returned a waiting ticket and has not gone on yet.
+  bool waiting() const { return refresh_ != nullptr && !resumed_; }
+  // Whether Start should be called again: the refresh ended, or its
+  // deadline (IndexRefresh::deadline_us) has passed. True when not waiting.
+  bool Ready(uint64_t now_us) const {
+    return !waiting() || refresh_->done() || now_us >= refresh_->deadline_us();
+  }
+  // The NowMicros by which Ready() turns true at the latest (0: not waiting).
+  uint64_t deadline_us() const { return waiting() ? refresh_->deadline_us() : 0; }
+  // Env::NowMicros when the wait began (0: it never did).
+  uint64_t since_us() const { return since_us_; }
+
+ private:
+  friend class PromptCache;
+  void StopWaking() {
+    if (refresh_ != nullptr) refresh_->RemoveWaker(waker_);
+    waker_ = 0;
+  }
+  std::shared_ptr<IndexRefresh> refresh_;
+  uint64_t waker_ = 0;
+  uint64_t since_us_ = 0;
+  bool resumed_ = false;  // Start went on after it
 };
 
 // One request's hold on a state: either a pool lease (cache on) or a private
@@ -89,9 +136,14 @@ class CacheTicket {
   // Where the reused tokens came from (kNone when nothing was reused).
   CacheSource source() const { return n_reused_ > 0 ? source_ : CacheSource::kNone; }
   bool pooled() const { return lease_.valid(); }
+  // The request waits for a refresh of the saved-cache index: the ticket
+  // holds no state (state() must not be called); call Start again with the
+  // same IndexWait once it is Ready().
+  bool waiting() const { return waiting_; }
 
  private:
   friend class PromptCache;
+  bool waiting_ = false;
   SequencePool::Lease lease_;
   std::unique_ptr<models::SequenceState> private_;
   int64_t n_reused_ = 0;
@@ -124,14 +176,30 @@ class PromptCache {
   // prompt, the pool is neither read nor changed. `scope`: the tenant the
   // state will belong to; when isolated, only that tenant's chats (RAM,
   // write queue, saved files) are candidates.
+  // A prompt that nothing in RAM, the write queue or the index serves well
+  // (more than the store's min_gain_tokens could still be gained) first
+  // refreshes the index, when one is due. Without `wait` that refresh runs
+  // here, on the calling thread (tools, tests). With `wait` it runs on the
+  // store's refresher thread (or a running one is joined) and Start returns
+  // at once a waiting ticket, touching nothing; called again with the same
+  // `wait` once wait->Ready(), it looks up with what the refresh found, or,
+  // when the refresh failed or passed its deadline, with what the index
+  // knows (logged). The pool is used only by a call that returns a
+  // non-waiting ticket.
   Result<CacheTicket> Start(std::span<const int32_t> prompt, bool use_cache, bool has_images,
-                            const cache::LookupScope& scope = {});
+                            const cache::LookupScope& scope = {}, IndexWait* wait = nullptr);
   // The request is over and the state holds exactly `tokens`: its prompt's
   // first `prompt_len` tokens, then the reply. A pooled state goes back to
   // the pool; a private one is freed.
   void Finish(CacheTicket ticket, std::vector<int32_t> tokens, int64_t prompt_len);
   // The request failed: a pooled entry is dropped (its state may be partial).
   void Abandon(CacheTicket ticket);
+  // A further choice of a request (n > 1) whose prompt `from` has just read:
+  // a new ticket holding a copy of `from`'s state, which holds exactly
+  // `tokens`. Pooled (a new in-use entry of `tenant`, all of `tokens`
+  // reused) when `from` is, private otherwise.
+  Result<CacheTicket> Fork(CacheTicket& from, std::span<const int32_t> tokens,
+                           const std::string& tenant);
   // Unload / shutdown: every idle entry leaves the pool for the write queue
   // (the store's writer writes them; nothing waits here). REQUIRES: no
   // request runs (the loop stopped).
@@ -151,12 +219,25 @@ class PromptCache {
   const SequencePool& pool() const { return pool_; }
 
  private:
+  // How a lookup that misses refreshes the index: on this thread, on the
+  // store's refresher thread (the request then waits), or not (a refresh
+  // was waited for already).
+  enum class RefreshMode { kHere, kInBackground, kNone };
   // Tries the disk level for `prompt` when it beats `ram` (the pool's own
   // plan). On success fills `t` and returns true; otherwise sets *why to
   // what the disk said (for the log line).
   // `in_memory`: the most tokens RAM or the write queue would reuse.
+  // kInBackground: a miss asks for a refresh, `wait` begins waiting for it
+  // and `t` becomes a waiting ticket (returns true).
   bool TryDisk(std::span<const int32_t> prompt, int64_t in_memory, const cache::LookupScope& scope,
-               CacheTicket* t, std::string* why);
+               RefreshMode refresh, IndexWait* wait, CacheTicket* t, std::string* why);
+  // The request stops waiting for its refresh; logs when it failed or has
+  // not ended (the prompt then goes on with what the index knows) and
+  // returns a note for its log line ("" when the refresh ended well).
+  std::string EndWait(IndexWait* wait);
+  // Start without the wait's bookkeeping: the lookup itself.
+  Result<CacheTicket> Lookup(std::span<const int32_t> prompt, bool use_cache, bool has_images,
+                             const cache::LookupScope& scope, IndexWait* wait);
   // Continues from a state still waiting in the write queue (`use` of its
   // tokens): takes it back when the prompt continues all of it, else copies
   // its shared start. False when it was written meanwhile.

@@ -58,6 +58,17 @@ Status ValidateSamplingParams(const SamplingParams& p) {
   if (!(p.repeat_penalty > 0.0f && std::isfinite(p.repeat_penalty))) {
     return OutOfRange("repeat_penalty", "(0, inf)", p.repeat_penalty);
   }
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
+    return OutOfRange("frequency_penalty", "[-2, 2]", p.frequency_penalty);
+  }
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) {
+    return OutOfRange("presence_penalty", "[-2, 2]", p.presence_penalty);
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity()) {
+      return OutOfRange("logit_bias", "[-inf, 100]", bias);
+    }
+  }
   if (p.repeat_last_n < -1) {
     return OutOfRange("repeat_last_n", "[-1, inf) (-1 = whole history, 0 = off)", p.repeat_last_n);
   }
@@ -79,24 +90,33 @@ void Sampler::PreparePenalizedLogits(std::span<const float> logits,
   const size_t n_vocab = logits.size();
   work_.resize(n_vocab);
   for (size_t i = 0; i < n_vocab; ++i) work_[i] = Clean(logits[i]);
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < n_vocab) work_[id] += bias;
+  }
 
   const float penalty = params_.repeat_penalty;
-  if (penalty == 1.0f || params_.repeat_last_n == 0 || history.empty()) return;
+  const float freq = params_.frequency_penalty, presence = params_.presence_penalty;
+  if ((penalty == 1.0f && freq == 0.0f && presence == 0.0f) || params_.repeat_last_n == 0 ||
+      history.empty()) {
+    return;
+  }
   const size_t window = params_.repeat_last_n < 0
                             ? history.size()
                             : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
   const std::span<const int32_t> recent = history.last(window);
-  // llama.cpp: each distinct recent token once; positive logits are divided by
-  // the penalty, the others multiplied (both push it down when penalty > 1).
   seen_.resize(n_vocab, 0);
   for (int32_t id : recent) {
-    if (id < 0 || static_cast<size_t>(id) >= n_vocab || seen_[id]) continue;
-    seen_[id] = 1;
-    float& l = work_[id];
-    l = l <= 0.0f ? l * penalty : l / penalty;
+    if (id >= 0 && static_cast<size_t>(id) < n_vocab) ++seen_[id];
   }
+  // llama.cpp: each distinct recent token once; positive logits are divided by
+  // the repetition penalty, the others multiplied (both push it down when
+  // penalty > 1); then OpenAI's frequency and presence penalties.
   for (int32_t id : recent) {
-    if (id >= 0 && static_cast<size_t>(id) < n_vocab) seen_[id] = 0;
+    if (id < 0 || static_cast<size_t>(id) >= n_vocab || seen_[id] == 0) continue;
+    float& l = work_[id];
+    if (penalty != 1.0f) l = l <= 0.0f ? l * penalty : l / penalty;
+    l -= static_cast<float>(seen_[id]) * freq + presence;
+    seen_[id] = 0;  // done with this id (and back to all 0 for the next call)
   }
 }
 
@@ -218,8 +238,18 @@ bool Sampler::Truncate() {
   return !cands_.empty();
 }
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
+                        TokenConstraint* constraint) {
   PreparePenalizedLogits(logits, history);
+  const int32_t id = Draw();
+  if (constraint == nullptr || constraint->Allows(id)) return id;
+  constraint->Mask(work_);
+  // Nothing finite left: the constraint allows no token.
+  if (std::none_of(work_.begin(), work_.end(), [](float l) { return l > kNegInf; })) return -1;
+  return Draw();
+}
+
+int32_t Sampler::Draw() {
   if (params_.greedy()) return static_cast<int32_t>(ArgMax(work_));
   if (!Truncate()) return static_cast<int32_t>(ArgMax(work_));
   if (cands_.size() == 1) return cands_.front().id;

@@ -1,6 +1,8 @@
 // Token sampling from logits, in the order of llama.cpp's default chain:
-// repetition penalty -> top-k -> top-p -> min-p -> temperature -> softmax -> draw.
-// Plus the log-probabilities the OpenAI API reports (`logprobs`, `top_logprobs`).
+// logit bias -> penalties (repetition, frequency, presence) -> top-k -> top-p
+// -> min-p -> temperature -> softmax -> draw, optionally under a
+// TokenConstraint (constrained decoding). Plus the log-probabilities the
+// OpenAI API reports (`logprobs`, `top_logprobs`).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/token_constraint.h"
 
 namespace mx::engine {
 
@@ -21,6 +24,13 @@ struct SamplingParams {
   float min_p = 0.05f;          // [0, 1); 0 = off
   float repeat_penalty = 1.0f;  // > 0; 1 = off
   int repeat_last_n = 64;       // >= -1; tokens of history penalised; 0 = off, -1 = all
+  // OpenAI's penalties over the same window as repeat_penalty (as llama.cpp):
+  // logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  float frequency_penalty = 0.0f;  // [-2, 2]; 0 = off
+  float presence_penalty = 0.0f;   // [-2, 2]; 0 = off
+  // Added to the token's logit before everything else (OpenAI's logit_bias;
+  // -infinity bans it). Ids outside the vocabulary are ignored.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;            // 0 = a random seed
   bool greedy() const { return temperature <= 0; }
 };
@@ -48,8 +58,15 @@ class Sampler {
   // the lowest id; consumes no randomness. Otherwise the draw walks the surviving
   // candidates in a fixed order (best first after top-k, else by id) with one
   // 53-bit uniform from the mt19937_64, so a seed fixes the sequence.
+  // With a constraint: the drawn token is checked with constraint->Allows;
+  // only when it is refused are the refused tokens masked and the draw made
+  // again over what is left (so the result follows the masked distribution,
+  // and a reply that keeps to the constraint costs one check per token).
+  // Returns -1 when the constraint allows no token at all. The constraint is
+  // not advanced (the caller Accepts the token it keeps).
   // REQUIRES: !logits.empty().
-  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history,
+                 TokenConstraint* constraint = nullptr);
 
   const SamplingParams& params() const { return params_; }
   // The seed in use (params.seed, or the one drawn when that was 0).
@@ -70,8 +87,10 @@ class Sampler {
     float weight = 0.0f;  // exp(logit - max logit), filled by the top-p step
   };
 
-  // work_ = logits with NaN -> -inf and the repetition penalty applied.
+  // work_ = logits with NaN -> -inf, the logit bias and the penalties applied.
   void PreparePenalizedLogits(std::span<const float> logits, std::span<const int32_t> history);
+  // One draw from work_ (greedy, or truncation, temperature and the draw).
+  int32_t Draw();
   // Fills cands_ with the candidates of work_ surviving top-k, top-p and min-p.
   // False when no logit is finite (the caller then falls back to the argmax).
   bool Truncate();
@@ -94,7 +113,7 @@ class Sampler {
   std::vector<Candidate> cands_;    // scratch, reused across calls
   std::vector<Candidate> select_;   // scratch for TopPUnsorted
   std::vector<double> bin_weight_;  // scratch for TopPUnsorted
-  std::vector<uint8_t> seen_;       // [n_vocab] scratch for the penalty, all 0 between calls
+  std::vector<int32_t> seen_;       // [n_vocab] counts for the penalties, all 0 between calls
 };
 
 }  // namespace mx::engine

@@ -103,15 +103,20 @@ Result<std::unique_ptr<SavedCacheStore>> SavedCacheStore::Open(Env* env, const S
 
 SavedCacheStore::~SavedCacheStore() {
   std::vector<std::thread> checks;
+  std::thread refresher;
   {
     std::lock_guard<std::mutex> lock(mu_);
     checks.swap(checks_);
+    refresher.swap(refresher_);
     stop_writer_ = true;
+    stop_refresher_ = true;
     for (const Node& n : queue_) n->abort = true;
   }
   queue_cv_.notify_all();
+  refresh_cv_.notify_all();
   gate_.Wake();
   if (writer_.joinable()) writer_.join();
+  if (refresher.joinable()) refresher.join();
   for (auto& t : checks) t.join();
 }
 

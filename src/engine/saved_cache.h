@@ -18,6 +18,12 @@
 // matched only against files of that exact model (ModelBinding: SHA-256 of
 // the GGUF bytes + the state-layout fingerprint).
 //
+// Refreshing the index (docs/cluster.md): a prompt that misses everywhere
+// may be a chat another node saved since the index was read.
+// RefreshInBackground() runs that refresh on the store's own refresher
+// thread, never on a compute loop; the request that needs it waits for it
+// (PromptCache::Start with an IndexWait) while every other reply goes on.
+//
 // Runtime policy (enabled, budget, TTL) is applied here; it is persisted by
 // the server (prompt_cache_policy.json), which reads no JSON below it.
 //
@@ -31,6 +37,8 @@
 #include <list>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -71,6 +79,10 @@ struct SavedCacheOptions {
   int64_t min_gain_tokens = 16;
   uint64_t flush_timeout_ms = 60000;  // shutdown (DrainAll): longest time spent writing
   bool check_in_background = true;    // false: StartupCheck before Open returns (tools, tests)
+  // A request waits at most this long after its index refresh was asked for
+  // (RefreshInBackground), then goes on with what the index knows (logged);
+  // the refresh itself goes on and serves later prompts.
+  uint64_t refresh_wait_ms = 2000;
 };
 
 // The exact-model binding of a runner's states: a SHA-256 of the whole GGUF
@@ -121,6 +133,45 @@ struct QueuedMatch {
 struct LoadedState {
   std::vector<int32_t> tokens;
   std::unique_ptr<models::SequenceState> state;
+};
+
+// One refresh of the index run on the store's refresher thread
+// (SavedCacheStore::RefreshInBackground), shared by every request that
+// waits for it. Thread-safe.
+class IndexRefresh {
+ public:
+  IndexRefresh(uint64_t requested_us, uint64_t deadline_us)
+      : requested_us_(requested_us), deadline_us_(deadline_us) {}
+  IndexRefresh(const IndexRefresh&) = delete;
+  IndexRefresh& operator=(const IndexRefresh&) = delete;
+
+  // Whether it has ended (lock-free); report() is final from then on.
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // What it found. REQUIRES: done().
+  const cache::RefreshReport& report() const { return report_; }
+  // Env::NowMicros when it was asked for, and after which no request waits
+  // for it any more (asked for + SavedCacheOptions::refresh_wait_ms).
+  uint64_t requested_us() const { return requested_us_; }
+  uint64_t deadline_us() const { return deadline_us_; }
+  // Calls `wake` once, on the refresher thread, when the refresh ends; it
+  // must only notify (it runs under this object's lock). Returns an id for
+  // RemoveWaker, or 0 when the refresh has already ended (`wake` is then
+  // never called: look at done()).
+  uint64_t AddWaker(std::function<void()> wake);
+  // After it returns, the waker `id` is neither running nor ever called.
+  // 0 and unknown ids are ignored.
+  void RemoveWaker(uint64_t id);
+  // Ends the refresh with `report` and calls the wakers (the refresher).
+  void Finish(cache::RefreshReport report);
+
+ private:
+  const uint64_t requested_us_;
+  const uint64_t deadline_us_;
+  std::atomic<bool> done_{false};
+  cache::RefreshReport report_;  // written once, before done_
+  std::mutex mu_;
+  uint64_t next_waker_ = 0;                                // guarded by mu_
+  std::map<uint64_t, std::function<void()>> wakers_;       // guarded by mu_
 };
 
 class SavedCacheStore {
@@ -208,6 +259,15 @@ class SavedCacheStore {
   // `force`; never waits for another refresh). Logs what changed. A no-op
   // when saving is off.
   cache::RefreshReport Refresh(bool force = false);
+  // Asks for the same refresh (not forced: its rate limit and bound hold) on
+  // the store's refresher thread and returns it at once; or returns the one
+  // asked for or running, so that requests arriving meanwhile wait for the
+  // same listing, never a second one. Null when none is due (saving is off,
+  // the start-up check has not finished, or the last refresh began within
+  // the refresh interval): the caller goes on with what the index knows.
+  // The refresh is logged like Refresh(); a folder that cannot be listed
+  // ends it with a non-OK report().status.
+  std::shared_ptr<IndexRefresh> RefreshInBackground();
   // The saved chat of `model` that `prompt` continues once one trimmed span
   // is removed (context shift); !found when saving is off.
   cache::ShiftMatch FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,
@@ -256,6 +316,8 @@ class SavedCacheStore {
   using Node = std::shared_ptr<QueuedSave>;
 
   void WriterLoop();
+  // Runs the refreshes RefreshInBackground asks for, one at a time.
+  void RefresherLoop();
   // Seals and publishes `node`'s state (a reader of it), paced by the gate
   // when `paced`, on `pool` otherwise. Unlinks it when written; an abandoned
   // write leaves it queued. Returns whether a file was saved.
@@ -278,6 +340,13 @@ class SavedCacheStore {
   ComputeGate gate_;
   std::unique_ptr<ThreadPool> io_pool_;             // the writer's, for idle slices
   std::thread writer_;
+  // The refresh asked for or running (null or done: none); the refresher
+  // starts with the first one and stops with the store.
+  std::shared_ptr<IndexRefresh> refresh_;           // guarded by mu_
+  bool refresh_started_ = false;                    // guarded by mu_: refresh_ is running
+  bool stop_refresher_ = false;                     // guarded by mu_
+  std::condition_variable refresh_cv_;              // refresh_ asked for, stop
+  std::thread refresher_;                           // guarded by mu_ (started once)
 };
 
 }  // namespace mx::engine

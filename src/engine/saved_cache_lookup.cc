@@ -1,7 +1,8 @@
 // SavedCacheStore, the side that serves prompts (saved_cache.h): states
 // still in the write queue (find, take back, copy), the saved files (find,
-// refresh the index, load into a state) and forgetting a tenant. The queue,
-// the writer and the policy are in saved_cache.cc.
+// load into a state) and forgetting a tenant. The queue, the writer and the
+// policy are in saved_cache.cc, refreshing the index in
+// saved_cache_refresh.cc.
 #include <algorithm>
 
 #include "cache/policy/cache_policy.h"
@@ -90,18 +91,6 @@ cache::PrefixMatch SavedCacheStore::Find(const cache::ModelBinding& model, std::
     return none;
   }
   return d->FindLongestPrefix(model, prompt, only_tenant);
-}
-
-cache::RefreshReport SavedCacheStore::Refresh(bool force) {
-  auto d = disk();
-  if (d == nullptr) return cache::RefreshReport{};
-  cache::RefreshReport r = d->Refresh(force);
-  if (r.added > 0 || r.forgotten > 0) {
-    MX_LOG(kInfo) << "saved caches: refreshed the index in " << r.micros / 1000 << " ms: " << r.added
-                  << " new files, " << r.forgotten << " removed by others"
-                  << (r.left > 0 ? ", " + std::to_string(r.left) + " left for the next refresh" : std::string());
-  }
-  return r;
 }
 
 cache::ShiftMatch SavedCacheStore::FindShift(const cache::ModelBinding& model, std::span<const int32_t> prompt,

@@ -1,7 +1,9 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <new>
 
 #include "core/logging.h"
@@ -13,11 +15,11 @@ namespace mx::engine {
 
 bool GenStream::Next(GenEvent* event) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (finished_) return false;
+  if (open_ == 0) return false;
   cv_.wait(lock, [&] { return !events_.empty(); });
   *event = std::move(events_.front());
   events_.pop_front();
-  if (event->final) finished_ = true;
+  if (event->final) --open_;
   return true;
 }
 
@@ -29,6 +31,14 @@ void GenStream::Cancel() {
 bool GenStream::cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cancelled_;
+}
+
+void GenStream::PushToChoices(int first, int last, const GenEvent& event) {
+  for (int c = first; c < last; ++c) {
+    GenEvent e = event;
+    e.choice = c;
+    Push(std::move(e));
+  }
 }
 
 void GenStream::Push(GenEvent event) {
@@ -48,6 +58,9 @@ struct Scheduler::Slot {
   models::SequenceState* seq = nullptr;  // = &ticket.state() once started
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<TextStream> text;
+  std::unique_ptr<TokenConstraint> constraint;  // a clone of request.constraint
+  int choice = 0;                // which of the request's n replies this slot makes
+  int forks = 0;                 // choices still to copy from this one (n - 1 until forked)
   std::vector<int32_t> history;  // prompt + generated tokens
   size_t n_read = 0;             // prompt tokens the state holds
   int64_t cached = 0;
@@ -59,6 +72,10 @@ struct Scheduler::Slot {
   RequestTimings timings;
   int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
   int64_t step_decode = 0;  // ... and the generated token fed
+  // Its prompt waits for a refresh of the saved-cache index (StartSlot
+  // left it unstarted); when its first StartSlot began (NowMicros).
+  IndexWait index_wait;
+  uint64_t start_us = 0;
   bool reading() const { return n_read < request.prompt.size(); }
 };
 
@@ -99,6 +116,11 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
     disk.store = options_.cache.saved;
     disk.binding = ComputeModelBinding(*model.model, *runner_->layout(), &runner_->pool());
     disk.io_pool = &runner_->pool();
+    // A refresh of the saved-cache index that a slot waits for has ended.
+    disk.wake = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    };
     MX_LOG(kInfo) << "model " << options_.model_name << ": content fingerprint "
                   << disk.binding.model_fingerprint.substr(0, 23) << "... computed in "
                   << (env_->NowMicros() - t0) / 1000 << " ms";
@@ -120,7 +142,7 @@ Scheduler::~Scheduler() {
     GenEvent ev;
     ev.final = true;
     ev.status = Status::Internal("the model was unloaded before the request started");
-    q.stream->Push(std::move(ev));
+    q.stream->PushToChoices(0, q.request.n, ev);
   }
 }
 
@@ -145,6 +167,9 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
                                   std::to_string(n_ctx()) + " (including at least one generated token)");
   } else if (request.max_tokens < 1) {
     bad = Status::InvalidArgument("max_tokens must be >= 1");
+  } else if (request.n < 1 || request.n > kMaxChoices) {
+    bad = Status::InvalidArgument("n must be in [1, " + std::to_string(kMaxChoices) + "], got " +
+                                  std::to_string(request.n));
   } else {
     bad = ValidatePromptImages(request.prompt, request.images, runner_->n_vocab());
   }
@@ -155,6 +180,7 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
     stream->Push(std::move(ev));
     return stream;
   }
+  stream->open_ = request.n;  // not yet shared: no lock needed
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(request), stream, env_->NowMicros()});
@@ -164,9 +190,15 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
 }
 
 Status Scheduler::StartSlot(Slot& s) {
-  const uint64_t t0 = env_->NowMicros();
+  // A slot that waited for a refresh of the saved-cache index is charged
+  // the wait too (cache_ms), from its first try on.
+  if (s.start_us == 0) s.start_us = env_->NowMicros();
+  const uint64_t t0 = s.start_us;
   auto ticket = cache_->Start(s.request.prompt, s.request.cache_prompt, s.request.has_images,
-                              {s.request.tenant, s.request.tenant_isolated});
+                              {s.request.tenant, s.request.tenant_isolated}, &s.index_wait);
+  // Waiting for the refresh: the slot stays unstarted (the Loop keeps it
+  // out of the batch) and is tried again once the refresh has ended.
+  if (ticket.ok() && ticket->waiting()) return Status::Ok();
   if (!ticket.ok()) {
     s.timings.cache_ms += static_cast<double>(env_->NowMicros() - t0) / 1000.0;
     return ticket.status();
@@ -215,6 +247,7 @@ Status Scheduler::StartSlot(Slot& s) {
 
 void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   GenEvent ev;
+  ev.choice = s.choice;
   ev.final = true;
   ev.finish_reason = std::move(reason);
   ev.status = std::move(status);
@@ -252,7 +285,64 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     --active_count_;
   }
+  // Choices not copied yet (the request ended before its prompt was read)
+  // end the same way, with nothing generated.
+  if (s.forks > 0) {
+    GenEvent rest = ev;
+    rest.completion_tokens = 0;
+    rest.text.clear();
+    s.stream->PushToChoices(1, 1 + s.forks, rest);
+    s.forks = 0;
+  }
   s.stream->Push(std::move(ev));
+}
+
+void Scheduler::ArmSlot(Slot& s, int choice) {
+  s.choice = choice;
+  SamplingParams sampling = s.request.sampling;
+  if (choice > 0 && sampling.seed != 0) sampling.seed += static_cast<uint64_t>(choice);
+  s.sampler = std::make_unique<Sampler>(sampling);
+  s.text = std::make_unique<TextStream>(s.request.stop);
+  s.constraint = s.request.constraint ? s.request.constraint->Clone() : nullptr;
+}
+
+void Scheduler::ForkChoices(Slot& s, std::vector<std::unique_ptr<Slot>>* out) {
+  const int n = s.forks;
+  s.forks = 0;
+  const size_t first = out->size();
+  const uint64_t t0 = env_->NowMicros();
+  const auto held = std::span<const int32_t>(s.history.data(), static_cast<size_t>(s.seq->n_tokens()));
+  for (int c = 1; c <= n; ++c) {
+    auto f = std::make_unique<Slot>();
+    f->request = s.request;
+    f->stream = s.stream;
+    f->cached = s.cached;
+    f->n_read = s.n_read;
+    f->history = s.history;
+    f->timings = s.timings;  // the prompt was read once, for every choice
+    ArmSlot(*f, c);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++active_count_;  // Finish counts each slot out once
+    }
+    Result<CacheTicket> ticket = Status::ResourceExhausted("out of memory while copying the prompt's state");
+    try {
+      ticket = cache_->Fork(s.ticket, held, s.request.tenant);
+    } catch (const std::bad_alloc&) {
+    }
+    if (!ticket.ok()) {
+      MX_LOG(kError) << "model " << options_.model_name << ": choice " << c << ": " << ticket.status().ToString();
+      Finish(*f, "error", ticket.status().WithContext("choice " + std::to_string(c)));
+      continue;
+    }
+    f->ticket = std::move(ticket).value();
+    f->seq = &f->ticket.state();
+    out->push_back(std::move(f));
+  }
+  const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
+  for (size_t k = first; k < out->size(); ++k) (*out)[k]->timings.cache_ms += ms;
+  MX_LOG(kInfo) << "model " << options_.model_name << ": " << n << " further choice" << (n == 1 ? "" : "s")
+                << " copied from the prompt's state (" << held.size() << " tokens) in " << ms << " ms";
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
@@ -264,13 +354,22 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
     for (int32_t eog : tok.eog_ids()) masked_[static_cast<size_t>(eog)] = -INFINITY;
     logits = masked_;
   }
-  int32_t id = s.sampler->Sample(logits, s.history);
+  const int32_t id = s.sampler->Sample(logits, s.history, s.constraint.get());
+  if (id < 0) {  // the constraint allows no token here
+    MX_LOG(kWarn) << "model " << options_.model_name << ": the reply's constraint allows no token after "
+                     << s.generated << " generated tokens; ending the reply";
+    charge();
+    Finish(s, "stop", Status::Ok());
+    return;
+  }
   if (tok.IsEog(id)) {
     charge();
     Finish(s, "stop", Status::Ok());
     return;
   }
+  if (s.constraint) s.constraint->Accept(id);
   GenEvent ev;
+  ev.choice = s.choice;
   ev.has_token = true;
   ev.token = id;
   if (s.request.logprobs) {
@@ -283,7 +382,7 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   ev.time_us = env_->NowMicros();
   s.stream->Push(std::move(ev));
   charge();
-  if (s.text->stopped()) {
+  if (s.text->stopped() || (s.constraint && s.constraint->MustEnd())) {
     Finish(s, "stop", Status::Ok());
   } else if (s.generated >= s.request.max_tokens || s.seq->n_tokens() + 1 > runner_->n_ctx()) {
     Finish(s, "length", Status::Ok());
@@ -353,6 +452,19 @@ void Scheduler::Loop() {
   std::vector<Slot*> wants;  // slot of each entry that asks for logits, in order
   std::vector<float> logits;
   std::vector<Queued> gone;  // cancelled while waiting for a slot
+  std::vector<std::unique_ptr<Slot>> forked;  // this step's further choices (n > 1)
+  // Deferral: slots whose prompt waits for a refresh of the saved-cache
+  // index sit out the batches (StartSlot left them unstarted) until it
+  // ends, its deadline passes or they are cancelled.
+  std::vector<std::unique_ptr<Slot>> waiting;
+  auto can_run = [&] {
+    const uint64_t now = env_->NowMicros();
+    return stop_ || !slots.empty() ||
+           (!queue_.empty() && static_cast<int>(waiting.size()) < options_.n_parallel) ||
+           std::any_of(waiting.begin(), waiting.end(), [&](const auto& s) {
+             return s->index_wait.Ready(now) || s->stream->cancelled();
+           });
+  };
   // Whether this loop told the server-wide gate that it has requests (saved
   // caches are then written only in slices between forward passes).
   bool gate_active = false;
@@ -366,8 +478,18 @@ void Scheduler::Loop() {
     if (slots.empty()) set_active(false);
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !slots.empty() || !queue_.empty(); });
+      if (waiting.empty()) {
+        cv_.wait(lock, can_run);
+      } else {
+        uint64_t until = UINT64_MAX;
+        for (const auto& s : waiting) until = std::min(until, s->index_wait.deadline_us());
+        const uint64_t now = env_->NowMicros();
+        cv_.wait_for(lock, std::chrono::microseconds(until > now ? until - now : 0), can_run);
+      }
       if (stop_) break;
+      // Deferral: waiting slots rejoin; StartSlot below tries them again.
+      for (auto& s : waiting) slots.push_back(std::move(s));
+      waiting.clear();
       // A request cancelled in the queue ends at this step, not when a slot
       // frees (the queue is only non-empty while every slot is busy).
       for (auto it = queue_.begin(); it != queue_.end();) {
@@ -383,6 +505,7 @@ void Scheduler::Loop() {
         Queued& q = queue_.front();
         slot->request = std::move(q.request);
         slot->stream = std::move(q.stream);
+        slot->forks = slot->request.n - 1;
         slot->timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
         queue_.pop_front();
         slots.push_back(std::move(slot));
@@ -396,7 +519,7 @@ void Scheduler::Loop() {
       ev.prompt_tokens = static_cast<int64_t>(q.request.prompt.size());
       ev.timings.queue_ms = static_cast<double>(env_->NowMicros() - q.submitted_us) / 1000.0;
       ev.time_us = env_->NowMicros();
-      q.stream->Push(std::move(ev));
+      q.stream->PushToChoices(0, q.request.n, ev);
     }
     gone.clear();
     if (slots.empty()) continue;
@@ -419,9 +542,9 @@ void Scheduler::Loop() {
           Finish(*s, "error", st);
           continue;
         }
+        if (!s->seq) continue;  // waits for the saved-cache index (deferral below)
         s->n_read = static_cast<size_t>(s->cached);
-        s->sampler = std::make_unique<Sampler>(s->request.sampling);
-        s->text = std::make_unique<TextStream>(s->request.stop);
+        ArmSlot(*s, 0);
         s->history = s->request.prompt;
       }
       if (s->stream->cancelled()) {
@@ -430,6 +553,11 @@ void Scheduler::Loop() {
         Finish(*s, "cancelled", Status::Ok());
       }
     }
+    // Deferral: unstarted slots wait for their refresh outside the batch.
+    for (auto& s : slots) {
+      if (!s->done && !s->seq) waiting.push_back(std::move(s));
+    }
+    std::erase_if(slots, [](const auto& s) { return s == nullptr; });
     std::erase_if(slots, [](const auto& s) { return s->done; });
     if (slots.empty()) continue;
 
@@ -495,16 +623,27 @@ void Scheduler::Loop() {
     }
     const size_t n_vocab = static_cast<size_t>(runner_->n_vocab());
     for (size_t i = 0; i < wants.size(); ++i) {
-      OnLogits(*wants[i], std::span<const float>(logits.data() + i * n_vocab, n_vocab));
+      const std::span<const float> row(logits.data() + i * n_vocab, n_vocab);
+      if (wants[i]->forks > 0) {
+        // The prompt is read: further choices start from copies of its state
+        // and draw their first token from the same logits.
+        const size_t first = forked.size();
+        ForkChoices(*wants[i], &forked);
+        for (size_t k = first; k < forked.size(); ++k) OnLogits(*forked[k], row);
+      }
+      OnLogits(*wants[i], row);
     }
+    for (auto& f : forked) slots.push_back(std::move(f));
+    forked.clear();
     std::erase_if(slots, [](const auto& s) { return s->done; });
     cache_->Recharge();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      active_count_ = static_cast<int>(slots.size());
+      active_count_ = static_cast<int>(slots.size() + waiting.size());
     }
   }
   for (auto& s : slots) Finish(*s, "error", Status::Internal("the server is shutting down"));
+  for (auto& s : waiting) Finish(*s, "error", Status::Internal("the server is shutting down"));
   set_active(false);
 }
 

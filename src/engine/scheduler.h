@@ -14,9 +14,15 @@
 // leave the pool are written to disk by this same loop, one at a time, only
 // while no request is active, so disk work never overlaps a reply.
 //
+// A request may ask for n > 1 replies to one prompt (OpenAI's `n`): the
+// prompt is read once, then its state is copied for every further choice at
+// the first generated token; each choice is a sequence of its own from there
+// (its own sampler, seeded seed + choice when a seed is given, its own
+// constraint and stop filter, its own final event).
+//
 //   auto stream = scheduler->Submit(std::move(request));
 //   GenEvent ev;
-//   while (stream->Next(&ev)) { send(ev.text); if (ev.final) break; }
+//   while (stream->Next(&ev)) send(ev.choice, ev.text);  // false after the last final event
 //
 // Thread-safety: Submit, n_ctx, active and queued may be called from any thread.
 #pragma once
@@ -40,6 +46,7 @@
 #include "engine/prompt_cache.h"
 #include "engine/prompt_images.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "models/runner.h"
 
 namespace mx::engine {
@@ -78,7 +85,8 @@ struct RequestTimings {
   double queue_ms = 0;      // Submit -> a slot (waiting behind n_parallel others)
   double cache_ms = 0;      // prompt cache work for this request: lookup, truncate or copy of a
                             // shared start, snapshot restore, saved-cache load, growing the state
-                            // for the prompt, commit and evictions it caused (never a forward pass)
+                            // for the prompt, commit and evictions it caused (never a forward pass),
+                            // and any wait for a refresh of the saved-cache index (docs/cluster.md)
   double prompt_ms = 0;     // share of the forward passes that read its prompt tokens
   double predicted_ms = 0;  // share of the forward passes that fed its generated tokens, plus
                             // sampling and streaming them
@@ -91,7 +99,8 @@ struct GenEvent {
   std::string text;  // text released with this event (may be empty: held back)
   float logprob = 0.0f;                           // of `token`, when logprobs asked
   std::vector<std::pair<int32_t, float>> top;     // top logprobs, when asked
-  bool final = false;
+  int choice = 0;  // which of the request's n replies this event belongs to
+  bool final = false;         // the last event of this choice
   std::string finish_reason;  // final: "stop", "length" or "cancelled"
   Status status;              // final: not OK when the request failed
   int64_t prompt_tokens = 0;
@@ -106,6 +115,10 @@ struct GenRequest {
   SamplingParams sampling;      // REQUIRES: ValidateSamplingParams ok
   int64_t max_tokens = 256;     // >= 1
   std::vector<std::string> stop;
+  int n = 1;  // replies to generate from the one prompt read (1..kMaxChoices)
+  // Constrained decoding (structured output, grammars, forced tool calls):
+  // every choice follows a clone of this prototype; null = unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
   bool logprobs = false;
   int top_logprobs = 0;
   bool cache_prompt = true;  // false: read the whole prompt, leave the pool untouched
@@ -130,11 +143,15 @@ struct GenRequest {
   bool tenant_isolated = false;
 };
 
+// The most choices one request may ask for (each holds a copy of the state).
+inline constexpr int kMaxChoices = 16;
+
 // The receiving end of one request. Events are queued by the compute loop and
-// read by the caller; the final event is always the last one.
+// read by the caller; each choice's final event is its last one.
 class GenStream {
  public:
-  // Blocks until the next event. False once the final event has been read.
+  // Blocks until the next event. False once every choice's final event has
+  // been read.
   bool Next(GenEvent* event);
   // Asks the compute loop to end this request at its next step (idempotent).
   void Cancel();
@@ -143,12 +160,15 @@ class GenStream {
  private:
   friend class Scheduler;
   void Push(GenEvent event);
+  // Pushes a copy of `event` for each choice in [first, last).
+  void PushToChoices(int first, int last, const GenEvent& event);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenEvent> events_;
   bool cancelled_ = false;
-  bool finished_ = false;  // the final event was read
+  int open_ = 1;  // choices whose final event has not been read
+
 };
 
 class Scheduler {
@@ -188,6 +208,13 @@ class Scheduler {
   Status StartSlot(Slot& s);
   // Handles the logits for slot `s` (its next token): samples, streams, ends.
   void OnLogits(Slot& s, std::span<const float> logits);
+  // n > 1: the slot has just read its whole prompt; adds a slot for each
+  // further choice to `out`, starting from a copy of its state. A choice
+  // whose copy fails ends at once with the error.
+  void ForkChoices(Slot& s, std::vector<std::unique_ptr<Slot>>* out);
+  // A fresh slot state for choice `choice` of `request` (sampler, stop
+  // filter, constraint).
+  void ArmSlot(Slot& s, int choice);
   void Finish(Slot& s, std::string reason, Status status);
   // Encodes the pictures with rows among the next `take` prompt rows that
   // are not encoded yet. False when one failed (the slot is finished).

@@ -1,12 +1,14 @@
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "models/synthetic_model.h"
 
@@ -16,7 +18,8 @@ namespace {
 class SchedulerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string(std::string(::testing::TempDir()) + "/scheduler_test_model_" + std::to_string(getpid()) + ".gguf");
+    path_ = new std::string(std::string(::testing::TempDir()) + "/scheduler_test_model_" +
+                            std::to_string(getpid()) + ".gguf");
     models::SyntheticSpec spec;
     ASSERT_TRUE(models::WriteSyntheticModel(Env::Default(), spec, *path_).ok());
     auto lm = LoadedModel::Load(Env::Default(), *path_, {});
@@ -30,8 +33,13 @@ class SchedulerTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Scheduler> Make(int parallel, int64_t chunk = 256) {
-    auto s = Scheduler::Create(*model_, {.n_threads = 1, .n_ctx = 512, .n_parallel = parallel,
-                                         .prompt_chunk = chunk, .model_name = "test", .cache = {}},
+    auto s = Scheduler::Create(*model_,
+                               {.n_threads = 1,
+                                .n_ctx = 512,
+                                .n_parallel = parallel,
+                                .prompt_chunk = chunk,
+                                .model_name = "test",
+                                .cache = {}},
                                Env::Default());
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
@@ -72,6 +80,23 @@ class SchedulerTest : public ::testing::Test {
     return r;
   }
 
+  // One reply per choice, in choice order.
+  static std::vector<Reply> CollectChoices(GenStream& stream, int n) {
+    std::vector<SchedulerTest::Reply> out(static_cast<size_t>(n));
+    GenEvent ev;
+    while (stream.Next(&ev)) {
+      EXPECT_GE(ev.choice, 0);
+      EXPECT_LT(ev.choice, n);
+      if (ev.choice < 0 || ev.choice >= n) continue;
+      auto& r = out[static_cast<size_t>(ev.choice)];
+      EXPECT_FALSE(r.last.final) << "an event after choice " << ev.choice << "'s final one";
+      if (ev.has_token) r.tokens.push_back(ev.token);
+      r.text += ev.text;
+      if (ev.final) r.last = ev;
+    }
+    return out;
+  }
+
   static std::string* path_;
   static LoadedModel* model_;
 };
@@ -91,8 +116,8 @@ TEST_F(SchedulerTest, MaxTokensEndsWithLength) {
 }
 
 TEST_F(SchedulerTest, ConcurrentGreedyRepliesEqualSoloReplies) {
-  std::vector<std::string> prompts = {"one", "two words", "a longer prompt with more tokens", "x",
-                                      "the quick brown fox", "jumps"};
+  std::vector<std::string> prompts = {
+      "one", "two words", "a longer prompt with more tokens", "x", "the quick brown fox", "jumps"};
   std::vector<Reply> solo;
   {
     auto s = Make(1);
@@ -160,8 +185,8 @@ TEST_F(SchedulerTest, FinalEventTellsWhereTheTimeWent) {
   EXPECT_GT(t.prompt_ms, 0.0);
   EXPECT_GT(t.predicted_ms, 0.0);
   EXPECT_LE(ChargedMs(t), SpanMs(submit_us, r.last.time_us) + kRoundingMs)
-      << "queue " << t.queue_ms << " cache " << t.cache_ms << " prompt " << t.prompt_ms << " predicted "
-      << t.predicted_ms;
+      << "queue " << t.queue_ms << " cache " << t.cache_ms << " prompt " << t.prompt_ms
+      << " predicted " << t.predicted_ms;
   EXPECT_EQ(r.last.completion_tokens, 6);
 }
 
@@ -174,7 +199,8 @@ TEST_F(SchedulerTest, NextTurnChargesTheCacheNotThePromptForReusedTokens) {
   ASSERT_EQ(r1.tokens.size(), 4u);
   GenRequest second = first;
   second.prompt.insert(second.prompt.end(), r1.tokens.begin(), r1.tokens.end());
-  const std::vector<int32_t> more = model_->tokenizer->Encode(" and one more question", false, false);
+  const std::vector<int32_t> more =
+      model_->tokenizer->Encode(" and one more question", false, false);
   second.prompt.insert(second.prompt.end(), more.begin(), more.end());
   const uint64_t submit_us = Env::Default()->NowMicros();
   Reply r2 = Collect(*s->Submit(second));
@@ -218,7 +244,8 @@ TEST_F(SchedulerTest, EachRequestPushesItsCacheLineToTheEventLog) {
   EXPECT_EQ(b.cached_tokens, r2.last.cached_tokens);
   EXPECT_EQ(b.source, CacheSource::kRam);
   EXPECT_EQ(b.line.rfind("reused " + std::to_string(b.cached_tokens) + " of ", 0), 0u) << b.line;
-  EXPECT_NE(page.events[2].line.find("cache_prompt: false"), std::string::npos) << page.events[2].line;
+  EXPECT_NE(page.events[2].line.find("cache_prompt: false"), std::string::npos)
+      << page.events[2].line;
   EXPECT_EQ(page.events[2].source, CacheSource::kNone);
 }
 
@@ -286,6 +313,113 @@ namespace {
 // The hybrid reference model (ChatML, <|im_start|> a single token): each
 // message's start is where the chat without that message (and the ones
 // after it) ends, and the generation prompt's marker is not a message.
+// ---- n > 1 choices, constraints ----
+
+TEST_F(SchedulerTest, GreedyChoicesEqualTheSoloReplyAndReadThePromptOnce) {
+  const Reply solo = Collect(*Make(1)->Submit(Greedy("several choices please", 10)));
+  auto s = Make(2);
+  GenRequest req = Greedy("several choices please", 10);
+  req.n = 3;
+  const auto before = s->prompt_cache().pool().counters();
+  std::vector<Reply> got = CollectChoices(*s->Submit(req), 3);
+  const auto after = s->prompt_cache().pool().counters();
+  for (int c = 0; c < 3; ++c) {
+    SCOPED_TRACE("choice " + std::to_string(c));
+    ASSERT_TRUE(got[c].last.final);
+    ASSERT_TRUE(got[c].last.status.ok()) << got[c].last.status.ToString();
+    EXPECT_EQ(got[c].tokens, solo.tokens);
+    EXPECT_EQ(got[c].last.completion_tokens, static_cast<int64_t>(solo.tokens.size()));
+  }
+  // Choices 1 and 2 start from copies of the state choice 0 read: the pool
+  // counts both as reusing the whole prompt; nothing else was reused.
+  EXPECT_EQ(after.tokens_reused - before.tokens_reused, 2 * req.prompt.size());
+  EXPECT_EQ(s->active(), 0);
+}
+
+TEST_F(SchedulerTest, SeededChoicesDifferAndReproduceFromTheCache) {
+  auto s = Make(4);
+  GenRequest req = Greedy("sampled choices", 12);
+  req.sampling = SamplingParams();
+  req.sampling.temperature = 1.5f;
+  req.sampling.top_k = 0;
+  req.sampling.top_p = 1.0f;
+  req.sampling.min_p = 0.0f;
+  req.sampling.seed = 42;
+  req.ignore_eos = true;
+  req.n = 3;
+  std::vector<Reply> cold = CollectChoices(*s->Submit(req), 3);
+  EXPECT_NE(cold[0].tokens, cold[1].tokens);
+  EXPECT_NE(cold[1].tokens, cold[2].tokens);
+  // The same request again continues from the cached prompt: same replies.
+  std::vector<Reply> warm = CollectChoices(*s->Submit(req), 3);
+  EXPECT_GT(warm[0].last.cached_tokens, 0);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(warm[c].tokens, cold[c].tokens) << "choice " << c;
+  // Choice 0 of n = 3 is the reply of the same request with n = 1.
+  req.n = 1;
+  EXPECT_EQ(Collect(*s->Submit(req)).tokens, cold[0].tokens);
+}
+
+TEST_F(SchedulerTest, ChoicesOutOfRangeAreRefusedAndCancelEndsEveryChoice) {
+  auto s = Make(1);
+  GenRequest bad = Greedy("x", 3);
+  bad.n = kMaxChoices + 1;
+  Reply r = Collect(*s->Submit(bad));
+  EXPECT_EQ(r.last.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.last.status.message().find("n must be in"), std::string::npos);
+
+  auto busy = s->Submit(Greedy("keeps the only slot", 400));
+  GenEvent ev;
+  ASSERT_TRUE(busy->Next(&ev));
+  GenRequest queued = Greedy("waits in the queue", 5);
+  queued.n = 4;
+  auto q = s->Submit(queued);
+  q->Cancel();
+  std::vector<Reply> ends = CollectChoices(*q, 4);
+  for (const Reply& e : ends) EXPECT_EQ(e.last.finish_reason, "cancelled");
+  busy->Cancel();
+  Collect(*busy);
+}
+
+// Allows only tokens of a fixed set and ends after `limit` of them.
+class AllowList : public TokenConstraint {
+ public:
+  AllowList(std::vector<int32_t> ids, int limit) : ids_(std::move(ids)), limit_(limit) {}
+  std::unique_ptr<TokenConstraint> Clone() const override {
+    return std::make_unique<AllowList>(*this);
+  }
+  bool Allows(int32_t t) override { return std::find(ids_.begin(), ids_.end(), t) != ids_.end(); }
+  void Mask(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (!Allows(static_cast<int32_t>(i))) logits[i] = -INFINITY;
+    }
+  }
+  void Accept(int32_t) override { ++accepted_; }
+  bool MustEnd() const override { return accepted_ >= limit_; }
+
+ private:
+  std::vector<int32_t> ids_;
+  int limit_;
+  int accepted_ = 0;
+};
+
+TEST_F(SchedulerTest, ConstrainedRepliesKeepToTheConstraintAndEndWhenItIsDone) {
+  auto s = Make(2);
+  const std::vector<int32_t> allowed = {101, 202, 303};
+  GenRequest req = Greedy("constrained", 50);
+  req.constraint = std::make_shared<AllowList>(allowed, 6);
+  req.n = 2;
+  std::vector<Reply> got = CollectChoices(*s->Submit(req), 2);
+  for (const Reply& r : got) {
+    ASSERT_TRUE(r.last.status.ok()) << r.last.status.ToString();
+    EXPECT_EQ(r.tokens.size(), 6u);  // each choice has its own clone of the prototype
+    EXPECT_EQ(r.last.finish_reason, "stop");
+    for (int32_t t : r.tokens)
+      EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+  }
+  // The prototype itself was never advanced: the same request gives the same reply.
+  EXPECT_EQ(CollectChoices(*s->Submit(req), 2)[0].tokens, got[0].tokens);
+}
+
 TEST(LoadedModelTest, MessageStartsAreWhereEachMessageBegins) {
   auto lm = LoadedModel::Load(
       Env::Default(), std::string(MATRICXON_REF_DIR) + "/models/tiny-hybrid-nemotron_h.gguf", {});

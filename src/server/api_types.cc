@@ -102,10 +102,21 @@ Status ParseGeneration(const Json& j, GenerationFields* g) {
   MX_RETURN_IF_ERROR(GetInt(j, "max_completion_tokens", 1, int64_t{1} << 30, &i));
   if (i) g->max_tokens = i;
   i.reset();
-  MX_RETURN_IF_ERROR(GetInt(j, "n", 1, INT64_MAX, &i));
-  if (i && *i != 1) {
-    return Status::InvalidArgument("'n' must be 1 (one choice per request), got " + std::to_string(*i));
-  }
+  MX_RETURN_IF_ERROR(GetInt(j, "n", 1, engine::kMaxChoices, &i));
+  if (i) g->n = static_cast<int>(*i);
+  i.reset();
+  d.reset();
+  MX_RETURN_IF_ERROR(GetNumber(j, "frequency_penalty", -2, 2, &d));
+  if (d) g->sampling.frequency_penalty = static_cast<float>(*d);
+  d.reset();
+  MX_RETURN_IF_ERROR(GetNumber(j, "presence_penalty", -2, 2, &d));
+  if (d) g->sampling.presence_penalty = static_cast<float>(*d);
+  d.reset();
+  MX_RETURN_IF_ERROR(GetInt(j, "repeat_last_n", -1, 1 << 30, &i));
+  if (i) g->sampling.repeat_last_n = static_cast<int>(*i);
+  i.reset();
+  MX_RETURN_IF_ERROR(ParseLogitBias(j, &g->sampling.logit_bias));
+
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     if (it->is_string()) {
       g->stop.push_back(it->get<std::string>());

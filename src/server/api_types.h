@@ -14,6 +14,7 @@
 #include "engine/loaded_model.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "server/api_output.h"
 #include "templates/chat_template.h"
 
 namespace mx::server {
@@ -30,6 +31,8 @@ struct GenerationFields {
   bool include_usage = false;  // stream_options.include_usage
   bool cache_prompt = true;    // llama.cpp server's switch: false = read everything, pool untouched
   bool ignore_eos = false;     // llama.cpp server's switch: never end at an end-of-generation token
+  int n = 1;                   // choices (1..engine::kMaxChoices), all from one read of the prompt
+  ResponseFormat format;       // response_format / json_schema / grammar (ParseOutputFields)
   // OpenAI's end-user id. Only a trusted API key's `user` changes the
   // request's tenant (api_keys.h RequestTenant); otherwise it is ignored.
   std::string user;
@@ -38,6 +41,7 @@ struct GenerationFields {
 struct ChatRequest {
   GenerationFields gen;
   std::vector<templates::ChatMessage> messages;
+  ToolOptions tools;  // tools, tool_choice, parallel_tool_calls (ParseOutputFields)
   bool logprobs = false;
   int top_logprobs = 0;  // 0..20
   // "deepseek" (default; "auto" is the same): a thinking model's

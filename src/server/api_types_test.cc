@@ -85,7 +85,8 @@ TEST(ApiTypesTest, WrongTypeNamesTheField) {
 
 TEST(ApiTypesTest, OutOfRangeValuesAreRejected) {
   ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"temperature":3})").status(), "'temperature'");
-  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"n":2})").status(), "'n' must be 1");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"n":17})").status(), "'n' must be in [1, 16]");
+  ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"n":0})").status(), "'n' must be in [1, 16]");
   ExpectBad(Chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})").status(),
             "'top_logprobs'");
 }

@@ -1,9 +1,10 @@
 // Utility routes: POST /tokenize, POST /detokenize, POST /apply-template
-// (llama.cpp server shapes), GET /health, GET /metrics (Prometheus text), GET /api/routes (the
-// table).
+// (llama.cpp server shapes), GET /health (liveness and the build), GET /metrics (Prometheus
+// text), GET /api/routes (the table).
 #include "server/api_types.h"
 #include "server/http_util.h"
 #include "server/server.h"
+#include "version/build_info.h"
 
 namespace mx::server {
 namespace {
@@ -56,6 +57,19 @@ void ApplyTemplate(ServerContext* ctx, const HttpRequest& req, HttpResponse& res
   SendJson(res, {{"prompt", *text}, {"model", call->model->name}});
 }
 
+// {"status": "ok", "version", "commit", "build_type", "kernels", "cpu_features"}: the
+// build and the kernels' CPU path, so a bug report can quote them.
+void Health(HttpResponse& res) {
+  const version::BuildInfo& b = version::Build();
+  const version::KernelInfo k = version::Kernels();
+  SendJson(res, {{"status", "ok"},
+                 {"version", b.version},
+                 {"commit", b.git_commit},
+                 {"build_type", b.build_type},
+                 {"kernels", k.path},
+                 {"cpu_features", k.features}});
+}
+
 }  // namespace
 
 void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
@@ -68,8 +82,10 @@ void AddUtilityRoutes(ServerContext* ctx, std::vector<Route>* routes) {
        false, [ctx](const HttpRequest& req, HttpResponse& res) { ApplyTemplate(ctx, req, res); }});
   routes->push_back({"POST", "/detokenize", "{\"tokens\": [ids]} -> {\"content\": text}", false,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Detokenize(ctx, req, res); }});
-  routes->push_back({"GET", "/health", "liveness: {\"status\": \"ok\"}", false,
-                     [](const HttpRequest&, HttpResponse& res) { SendJson(res, {{"status", "ok"}}); }});
+  routes->push_back({"GET", "/health",
+                     "liveness and the build: {\"status\": \"ok\", \"version\", \"commit\", "
+                     "\"build_type\", \"kernels\", \"cpu_features\"}",
+                     false, [](const HttpRequest&, HttpResponse& res) { Health(res); }});
   routes->push_back({"GET", "/metrics", "Prometheus counters and the time-to-first-token histogram", false,
                      [ctx](const HttpRequest&, HttpResponse& res) {
                        res.set_content(ctx->metrics->Render() + RenderCacheMetrics(ctx), "text/plain; version=0.0.4");

@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "engine/loaded_model.h"
 #include "engine/scheduler.h"
+#include "grammar/grammar_vocab.h"
 
 namespace mx::server {
 
@@ -31,6 +32,11 @@ struct ServedModel {
   std::string path;
   std::unique_ptr<engine::LoadedModel> model;
   std::unique_ptr<engine::Scheduler> scheduler;  // declared after model: destroyed first
+  // The vocabulary as constrained decoding sees it (output_constraint.h
+  // ModelGrammarVocab builds it on first use).
+  std::once_flag grammar_vocab_once;
+  Result<std::shared_ptr<const grammar::GrammarVocab>> grammar_vocab =
+      Status::Internal("the grammar vocabulary is not built");
   ~ServedModel() { scheduler.reset(); }
 };
 

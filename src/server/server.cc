@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "server/http_util.h"
 #include "server/request_guard.h"
+#include "toolcalls/tool_call_history.h"
 
 namespace mx::server {
 
@@ -15,8 +16,19 @@ Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req) {
   MX_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req.body));
   ChatCall call;
   MX_ASSIGN_OR_RETURN(call.request, ParseChatRequest(body));
+  MX_RETURN_IF_ERROR(ParseOutputFields(req.body, &call.request.gen.format, &call.request.tools));
   MX_ASSIGN_OR_RETURN(call.model, ResolveModel(ctx, call.request.gen.model));
   MX_ASSIGN_OR_RETURN(call.prompt, ChatPromptFromBody(req.body));
+  // tool_choice "none": the reply never calls a tool, so the template is
+  // not shown any (the model then has nothing to call).
+  if (call.request.tools.choice == ToolChoice::kNone) call.prompt.tools = jinja::Value::None();
+  // Past tool calls as this template expects them (arguments as an object
+  // or a JSON string, content null or "").
+  const std::string& jinja = call.model->model->chat_template_text;
+  if (!jinja.empty()) {
+    call.prompt.messages =
+        toolcalls::NormalizeToolCallHistory(call.prompt.messages, toolcalls::DetectHistoryForm(jinja));
+  }
   return call;
 }
 

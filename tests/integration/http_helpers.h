@@ -83,6 +83,24 @@ inline Reply Get(int port, const std::string& path) {
   return r;
 }
 
+// Parses an SSE body into its JSON events; *done says whether [DONE] ended it.
+inline std::vector<Json> ParseSse(const std::string& body, bool* done) {
+  std::vector<Json> events;
+  *done = false;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    events.push_back(Json::parse(data, nullptr, false));
+  }
+  return events;
+}
+
 // A chat message, a greedy chat completion against model "tiny", and what
 // the reply says about the prompt cache.
 struct Msg {

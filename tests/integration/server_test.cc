@@ -13,6 +13,7 @@
 
 #include "http_helpers.h"
 #include "server_process.h"
+#include "version/build_info.h"
 
 namespace mx::testing {
 namespace {
@@ -26,24 +27,6 @@ Json ChatBody(const std::string& text, int max_tokens, bool stream = false) {
           {"max_tokens", max_tokens},
           {"temperature", 0},
           {"stream", stream}};
-}
-
-// Parses an SSE body into its JSON events; *done says whether [DONE] ended it.
-std::vector<Json> ParseSse(const std::string& body, bool* done) {
-  std::vector<Json> events;
-  *done = false;
-  std::istringstream in(body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("data: ", 0) != 0) continue;
-    std::string data = line.substr(6);
-    if (data == "[DONE]") {
-      *done = true;
-      continue;
-    }
-    events.push_back(Json::parse(data, nullptr, false));
-  }
-  return events;
 }
 
 std::string ChatText(int port, const std::string& prompt, int max_tokens) {
@@ -88,10 +71,17 @@ class ServerTest : public ::testing::Test {
 std::string* ServerTest::dir_ = nullptr;
 ServerProcess* ServerTest::server_ = nullptr;
 
-TEST_F(ServerTest, HealthIsOk) {
+TEST_F(ServerTest, HealthIsOkAndNamesTheBuild) {
   Reply r = Get(port(), "/health");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body["status"], "ok");
+  const version::BuildInfo& b = version::Build();
+  EXPECT_EQ(r.body["version"], std::string(b.version)) << r.raw;
+  EXPECT_EQ(r.body["commit"], std::string(b.git_commit)) << r.raw;
+  EXPECT_EQ(r.body["build_type"], std::string(b.build_type)) << r.raw;
+  const version::KernelInfo k = version::Kernels();
+  EXPECT_EQ(r.body["kernels"], k.path) << r.raw;
+  EXPECT_EQ(r.body["cpu_features"], Json(k.features)) << r.raw;
 }
 
 TEST_F(ServerTest, PlainChatCompletion) {
@@ -294,7 +284,7 @@ TEST_F(ServerTest, WrongTypeIs400NamingTheField) {
   body["max_tokens"] = "many";
   ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'max_tokens'");
   body = ChatBody("x", 2);
-  body["n"] = 2;
+  body["n"] = 17;
   ExpectError(Post(port(), "/v1/chat/completions", body.dump()), 400, "'n'");
 }
 

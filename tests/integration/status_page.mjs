@@ -63,6 +63,11 @@ try {
   check((res.headers()["content-security-policy"] || "").includes("script-src 'self'"), "the page has a strict CSP");
   await until(page, () => Number(document.body.dataset.refreshes) >= 1);
   check((await page.$eval("#health", (e) => e.textContent)) === "up", "the page reads the server");
+  // The header names the build as /health does.
+  const health = await json("/health");
+  const version = await until(page, () => document.getElementById("version").textContent || null);
+  check(version === `v${health.version} · ${health.commit} · ${health.kernels}`,
+        `the header names the build (${version})`);
 
   // Models: the table shows what /api/models says.
   const api = await json("/api/models");

@@ -90,6 +90,51 @@ TEST_F(DiskSharedTest, RefreshIsRateLimitedUnlessForced) {
   EXPECT_TRUE(b->Refresh(true).ran);
 }
 
+TEST_F(DiskSharedTest, RefreshIsDueOnceCheckedAndAfterItsInterval) {
+  DiskStoreOptions options;
+  options.chunk_bytes = kChunk;
+  options.shared_folder = true;
+  options.refresh_interval_us = uint64_t{3600} * 1000000;
+  auto b = DiskStore::Open(Env::Default(), dir_.path(), key_, options).value();
+  EXPECT_FALSE(b->RefreshDue());  // the start-up check has not run
+  b->StartupCheck();
+  EXPECT_TRUE(b->RefreshDue());  // none ran yet
+  EXPECT_TRUE(b->Refresh().ran);
+  EXPECT_FALSE(b->RefreshDue());  // within the hour
+  options.refresh_interval_us = 0;
+  auto c = DiskStore::Open(Env::Default(), dir_.path(), key_, options).value();
+  c->StartupCheck();
+  EXPECT_TRUE(c->Refresh().ran);
+  EXPECT_TRUE(c->RefreshDue());
+}
+
+// A folder that cannot be listed leaves the index as it was and says why.
+TEST_F(DiskSharedTest, ARefreshThatCannotListTheFolderSaysWhy) {
+  class NoListing : public EnvWrapper {
+   public:
+    NoListing() : EnvWrapper(Env::Default()) {}
+    bool fail = false;
+    Result<std::vector<std::string>> ListDir(const std::string& path) override {
+      if (fail) return Status::IOError("stale file handle");
+      return target()->ListDir(path);
+    }
+  } env;
+  auto a = Node();
+  auto b = Node(&env);
+  SaveOn(a.get(), Tokens(1, 10), "one");
+  env.fail = true;
+  RefreshReport r = b->Refresh(true);
+  EXPECT_TRUE(r.ran);
+  EXPECT_EQ(r.status.code(), Status::Code::kIOError);
+  EXPECT_NE(r.status.ToString().find(dir_.path()), std::string::npos) << r.status.ToString();
+  EXPECT_NE(r.status.ToString().find("stale file handle"), std::string::npos) << r.status.ToString();
+  EXPECT_EQ(b->file_count(), 0u);
+  env.fail = false;
+  r = b->Refresh(true);
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.added, 1u);
+}
+
 TEST_F(DiskSharedTest, RefreshReadsAtMostTheBoundOfNewFiles) {
   auto a = Node();
   DiskStoreOptions options;

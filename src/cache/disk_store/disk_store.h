@@ -70,6 +70,7 @@ struct RefreshReport {
   size_t rejected = 0;    // new files that failed their check (damaged ones deleted)
   size_t left = 0;        // new files not read this time (over refresh_max_new_files)
   uint64_t micros = 0;    // how long it took (monotonic clock)
+  Status status;          // not OK when the folder could not be listed (the index is unchanged)
 };
 
 // What the index knows of one verified file.
@@ -291,6 +292,11 @@ class DiskStore {
   // deleted when damaged and otherwise (another key or version, an I/O
   // error) left alone and not read again by later refreshes.
   RefreshReport Refresh(bool force = false);
+  // Whether Refresh(/*force=*/false) would run now: the StartupCheck has
+  // finished, no Refresh runs and refresh_interval_us have passed since the
+  // last one began (or none ran yet). A hint for callers that start a
+  // refresh on another thread: Refresh itself decides again.
+  bool RefreshDue() const;
 
   uint64_t used_bytes() const;
   size_t file_count() const;

@@ -55,6 +55,7 @@ RefreshReport DiskStore::Refresh(bool force) {
   auto names = env_->ListDir(dir_);
   if (!names.ok()) {
     MX_LOG(kWarn) << "saved caches: cannot list " << dir_ << ": " << names.status().ToString();
+    report.status = names.status().WithContext("refreshing the index of " + dir_);
     report.micros = env_->NowMicros() - t0;
     return report;
   }
@@ -115,6 +116,13 @@ RefreshReport DiskStore::Refresh(bool force) {
   }
   report.micros = env_->NowMicros() - t0;
   return report;
+}
+
+bool DiskStore::RefreshDue() const {
+  const uint64_t now = env_->NowMicros();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refreshing_ || !checked_) return false;
+  return !refreshed_once_ || now - last_refresh_us_ >= options_.refresh_interval_us;
 }
 
 Result<RemovalStats> DiskStore::EnforceLimits(uint64_t now_us) {

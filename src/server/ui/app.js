@@ -541,6 +541,17 @@
           renderEvents(await api("GET", `/api/cache/events?since=${lastSeq}&limit=${MAX_EVENTS}`))),
       ]);
       const up = results.some((r) => r.status === "fulfilled");
+      // The build, once (a restarted server may be another build: asked again after "unreachable").
+      if (up && !$("version").dataset.version) {
+        try {
+          const h = await api("GET", "/health");
+          $("version").dataset.version = h.version;
+          $("version").textContent = `v${h.version} · ${h.commit} · ${h.kernels}`;
+          $("version").title = `matricxon ${h.version}, commit ${h.commit}, ${h.build_type} build; ` +
+            `kernels ${h.kernels} (${(h.cpu_features || []).join(" ") || "no SIMD"})`;
+        } catch (_) { /* the next poll asks again */ }
+      }
+      if (!up) delete $("version").dataset.version;
       $("health").textContent = up ? "up" : "unreachable";
       $("health").className = "pill " + (up ? "ok" : "bad");
       document.body.dataset.refreshes = String(++refreshes);
