@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs openai_client.mjs (the official `openai` npm package) against a real
-# `matricxon serve` on port 0. Usage: run_openai_client.sh <matricxon> <work dir>
+# `matricxon serve` on port 0, with a synthetic model "tiny" (ChatML) and one
+# "tools" that carries Qwen 3's real chat template (Hermes tool calls).
+# Usage: run_openai_client.sh <matricxon> <work dir> <template golden .json>
 # Installs the package into <work dir>/node_modules when it is missing (a failed
 # install fails the test; only a machine without node/npm skips it, and
 # scripts/install-deps.sh installs both).
 set -euo pipefail
 BIN="$1"
 WORK="$2"
+TEMPLATE_JSON="$3"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$WORK"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -20,6 +23,9 @@ cp "$HERE/openai_client.mjs" "$WORK/openai_client.mjs"
 TMP="$(mktemp -d)"
 mkdir -p "$TMP/models"
 "$BIN" make-model --out "$TMP/models/tiny.gguf" --quiet
+node -e 'const fs=require("fs"); fs.writeFileSync(process.argv[2], JSON.parse(fs.readFileSync(process.argv[1])).template)' \
+  "$TEMPLATE_JSON" "$TMP/tools.jinja"
+"$BIN" make-model --out "$TMP/models/tools.gguf" --chat-template "$TMP/tools.jinja" --quiet
 MATRICXON_MODELS_DIR="$TMP/models" MATRICXON_PROMPT_CACHE_DIR="$TMP/prompt_cache" "$BIN" serve --port 0 --threads 1 > "$TMP/server.log" 2>&1 &
 PID=$!
 cleanup() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$TMP"; }
@@ -31,4 +37,4 @@ for _ in $(seq 1 300); do
   sleep 0.05
 done
 [ -n "$PORT" ] || { echo "server did not start:"; cat "$TMP/server.log"; exit 1; }
-node "$WORK/openai_client.mjs" "http://127.0.0.1:$PORT/v1" tiny
+node "$WORK/openai_client.mjs" "http://127.0.0.1:$PORT/v1" tiny tools
