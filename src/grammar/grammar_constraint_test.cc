@@ -269,5 +269,24 @@ TEST(GrammarVocabTest, FromTokenizerMarksControlAndEog) {
   EXPECT_FALSE(c->Allows(2));
 }
 
+// A tool-call syntax's markers are special tokens in many vocabularies
+// ("[TOOL_CALLS]"); named in control_as_text they are text the grammar may
+// write, the other control tokens stay refused.
+TEST(GrammarVocabTest, ControlTokensNamedAsTextAreText) {
+  auto file = gguf::GgufFile::Open(Env::Default(),
+                                   std::string(MATRICXON_REF_DIR) + "/../vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto tok = tokenizer::TokenizerFromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  auto vocab = GrammarVocabFromTokenizer(**tok, {"<s>"}).value();
+  EXPECT_EQ(vocab->kind(1), TokenKind::kText);             // <s>, named
+  EXPECT_EQ(vocab->kind(0), TokenKind::kNever);            // <unk>, not named
+  EXPECT_EQ(vocab->kind(2), TokenKind::kEndOfGeneration);  // </s> stays the end
+  auto c = GrammarConstraint::Create(MustParse(R"(root ::= "<s>" "A")"), vocab).value();
+  EXPECT_TRUE(c->Allows(1));
+  c->Accept(1);
+  EXPECT_TRUE(c->Allows(3 + 'A'));
+}
+
 }  // namespace
 }  // namespace mx::grammar

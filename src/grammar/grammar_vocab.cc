@@ -67,7 +67,7 @@ Result<std::shared_ptr<const GrammarVocab>> GrammarVocab::Create(
 }
 
 Result<std::shared_ptr<const GrammarVocab>> GrammarVocabFromTokenizer(
-    const tokenizer::Tokenizer& tok) {
+    const tokenizer::Tokenizer& tok, const std::vector<std::string>& control_as_text) {
   const int32_t n = tok.n_vocab();
   std::vector<std::string> bytes(n);
   std::vector<TokenKind> kinds(n, TokenKind::kText);
@@ -76,6 +76,9 @@ Result<std::shared_ptr<const GrammarVocab>> GrammarVocabFromTokenizer(
     const tokenizer::TokenType type = tok.token_type(id);
     if (tok.IsEog(id)) {
       kinds[id] = TokenKind::kEndOfGeneration;
+    } else if (tok.IsControl(id) && std::find(control_as_text.begin(), control_as_text.end(),
+                                              bytes[id]) != control_as_text.end()) {
+      kinds[id] = TokenKind::kText;
     } else if (tok.IsControl(id) || type == tokenizer::TokenType::kUnknown ||
                type == tokenizer::TokenType::kUnused) {
       kinds[id] = TokenKind::kNever;

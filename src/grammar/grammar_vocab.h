@@ -64,8 +64,10 @@ class GrammarVocab {
 // From a Tokenizer: bytes = TokenToPiece(id); end-of-generation = IsEog(id);
 // kNever = CONTROL and UNKNOWN tokens and tokens with an empty piece
 // (UNUSED). USER_DEFINED tokens (e.g. "<tool_call>") are text: a grammar
-// that allows their text allows them.
+// that allows their text allows them. `control_as_text`: texts of CONTROL
+// tokens that are text here too (a tool-call syntax's markers, such as
+// "[TOOL_CALLS]", which a model writes as one special token).
 Result<std::shared_ptr<const GrammarVocab>> GrammarVocabFromTokenizer(
-    const tokenizer::Tokenizer& tok);
+    const tokenizer::Tokenizer& tok, const std::vector<std::string>& control_as_text = {});
 
 }  // namespace mx::grammar

@@ -32,11 +32,11 @@ struct ServedModel {
   std::string path;
   std::unique_ptr<engine::LoadedModel> model;
   std::unique_ptr<engine::Scheduler> scheduler;  // declared after model: destroyed first
-  // The vocabulary as constrained decoding sees it (output_constraint.h
-  // ModelGrammarVocab builds it on first use).
-  std::once_flag grammar_vocab_once;
-  Result<std::shared_ptr<const grammar::GrammarVocab>> grammar_vocab =
-      Status::Internal("the grammar vocabulary is not built");
+  // The vocabulary as constrained decoding sees it, by the special-token
+  // texts let through as text ("" = none; output_constraint.h
+  // ModelGrammarVocab builds each on first use).
+  std::mutex grammar_vocab_mu;
+  std::map<std::string, std::shared_ptr<const grammar::GrammarVocab>> grammar_vocabs;
   ~ServedModel() { scheduler.reset(); }
 };
 
@@ -95,7 +95,7 @@ class ModelManager {
   ModelManagerOptions options_;
   std::mutex load_mu_;  // one load at a time; taken before mu_
   std::mutex mu_;
-  std::map<std::string, Entry> loaded_;  // guarded by mu_
+  std::map<std::string, Entry> loaded_;                               // guarded by mu_
   std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); mu_
 };
 

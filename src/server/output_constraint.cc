@@ -26,13 +26,27 @@ Result<OutputGrammar> OutputGrammarFor(const ResponseFormat& format, const ToolO
   std::string rules;
   switch (format.kind) {
     case ResponseFormat::Kind::kText: {
-      if (!forced) return out;
+      if (!forced) {
+        // "auto": calls the model begins are kept well-formed, where the
+        // syntax has a marker to begin them at (else they are only parsed).
+        if (tools == nullptr || !tools->active() || think_open) return out;
+        auto lazy =
+            ToolCallGrammarFor(tool_format, tools->tools, "", tools->parallel, /*lazy=*/true);
+        if (!lazy.ok()) return out;
+        out.gbnf = std::move(lazy->gbnf);
+        out.trigger = std::move(lazy->trigger);
+        out.markers = std::move(lazy->markers);
+        out.field = "the tools' call grammar";
+        return out;
+      }
       MX_ASSIGN_OR_RETURN(
-          std::string gbnf,
-          ToolCallGbnf(tool_format, tools->tools,
-                       tools->choice == ToolChoice::kNamed ? tools->named : "", tools->parallel));
-      // ToolCallGbnf starts with its root rule; it becomes the answer.
-      rules = "answer" + gbnf.substr(gbnf.find(" ::= "));
+          ToolCallGrammar g,
+          ToolCallGrammarFor(tool_format, tools->tools,
+                             tools->choice == ToolChoice::kNamed ? tools->named : "",
+                             tools->parallel, /*lazy=*/false));
+      // The grammar starts with its root rule; it becomes the answer.
+      rules = "answer" + g.gbnf.substr(g.gbnf.find(" ::= "));
+      out.markers = std::move(g.markers);
       out.field = "the forced tool call";
       break;
     }
@@ -50,16 +64,22 @@ Result<OutputGrammar> OutputGrammarFor(const ResponseFormat& format, const ToolO
     case ResponseFormat::Kind::kGrammar:
       break;
   }
-  out.after_think = think_open;
+  if (think_open) out.trigger = "</think>";
   out.gbnf = std::string(think_open ? "root ::= [ \\t\\n]* answer\n" : "root ::= answer\n") + rules;
   return out;
 }
 
-Result<std::shared_ptr<const grammar::GrammarVocab>> ModelGrammarVocab(ServedModel& model) {
-  std::call_once(model.grammar_vocab_once, [&] {
-    model.grammar_vocab = grammar::GrammarVocabFromTokenizer(*model.model->tokenizer);
-  });
-  return model.grammar_vocab;
+Result<std::shared_ptr<const grammar::GrammarVocab>> ModelGrammarVocab(
+    ServedModel& model, const std::vector<std::string>& control_as_text) {
+  std::string key;
+  for (const std::string& m : control_as_text) key += m + '\n';
+  std::lock_guard<std::mutex> lock(model.grammar_vocab_mu);
+  auto it = model.grammar_vocabs.find(key);
+  if (it != model.grammar_vocabs.end()) return it->second;
+  MX_ASSIGN_OR_RETURN(auto vocab,
+                      grammar::GrammarVocabFromTokenizer(*model.model->tokenizer, control_as_text));
+  model.grammar_vocabs.emplace(key, vocab);
+  return vocab;
 }
 
 Result<std::shared_ptr<const engine::TokenConstraint>> BuildOutputConstraint(
@@ -69,10 +89,10 @@ Result<std::shared_ptr<const engine::TokenConstraint>> BuildOutputConstraint(
   if (og.gbnf.empty()) return std::shared_ptr<const engine::TokenConstraint>();
   auto g = grammar::ParseGbnf(og.gbnf);
   if (!g.ok()) return g.status().WithContext(og.field);
-  MX_ASSIGN_OR_RETURN(auto vocab, ModelGrammarVocab(model));
-  if (og.after_think) {
+  MX_ASSIGN_OR_RETURN(auto vocab, ModelGrammarVocab(model, og.markers));
+  if (!og.trigger.empty()) {
     MX_ASSIGN_OR_RETURN(auto lazy, grammar::GrammarConstraint::CreateLazy(std::move(g).value(),
-                                                                          vocab, {"</think>"}));
+                                                                          vocab, {og.trigger}));
     return std::shared_ptr<const engine::TokenConstraint>(std::move(lazy));
   }
   MX_ASSIGN_OR_RETURN(auto constraint,

@@ -9,10 +9,16 @@
 // thinks freely first; the constraint starts after "</think>" (then
 // whitespace, then the constrained answer). A client's own `grammar`
 // constrains the whole reply as written.
+//
+// tool_choice "auto" (tools, no response format, no open think block, a
+// syntax with an opening marker): the reply is free until it writes the
+// marker; what follows is then a well-formed call of one of the tools with
+// schema-valid arguments (or several), and nothing after them.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/token_constraint.h"
@@ -25,9 +31,13 @@ namespace mx::server {
 
 // What a request constrains and how.
 struct OutputGrammar {
-  std::string gbnf;          // empty: the reply is free
-  bool after_think = false;  // free until "</think>", then the grammar
-  std::string field;         // what the client wrote, for error messages
+  std::string gbnf;  // empty: the reply is free
+  // Lazy: free until this text appears ("</think>" for a thinking model, a
+  // tool call's opening marker in "auto" mode), then the grammar; "": from
+  // the reply's start.
+  std::string trigger;
+  std::vector<std::string> markers;  // special tokens' texts the grammar may write
+  std::string field;                 // what the client wrote, for error messages
 };
 
 // The grammar of the request's output fields (no model needed). Errors are
@@ -41,7 +51,9 @@ Result<OutputGrammar> OutputGrammarFor(const ResponseFormat& format, const ToolO
 
 // The model's vocabulary as constrained decoding sees it, built on first use
 // and kept with the model. Thread-safe.
-Result<std::shared_ptr<const grammar::GrammarVocab>> ModelGrammarVocab(ServedModel& model);
+// `control_as_text`: special tokens' texts let through as text (a syntax's markers).
+Result<std::shared_ptr<const grammar::GrammarVocab>> ModelGrammarVocab(
+    ServedModel& model, const std::vector<std::string>& control_as_text = {});
 
 // OutputGrammarFor compiled for `model`; null when the reply is free.
 // A grammar that does not parse is the client's error (naming 'grammar').

@@ -18,16 +18,24 @@ std::string Lit(std::string_view text) {
   return out;
 }
 
-// How one syntax writes its calls: around all of them, between two, and
-// one call as a GBNF sequence given the tool's name and its arguments rule.
+// How one syntax writes its calls: `prefix` + `open` before all of them,
+// `separator` between two, `suffix` after the last; each call is `head`
+// then rest(name, args) (a GBNF sequence after the head). All but rest are
+// raw text. The trigger of the lazy grammar (tool_choice "auto") is
+// `prefix` when the syntax has one, else `head`.
 struct Syntax {
-  std::string prefix, separator, suffix;  // GBNF sequences ("" = nothing)
-  std::string (*call)(const std::string& name, const std::string& args) = nullptr;
+  std::string prefix, open, separator, suffix, head;
+  std::string (*rest)(const std::string& name, const std::string& args) = nullptr;
   bool parallel = true;  // the syntax writes several calls in a row
+  // A call the parser only takes at the start of the reply (no trigger).
+  bool start_only = false;
   // Arguments as XML parameters (qwen3_xml, seed_oss), each value on lines of
   // its own (qwen3_xml) or not (seed_oss).
   bool xml = false;
   bool xml_newlines = false;
+  // Special tokens whose text the syntax writes (markers a model emits as one token).
+  std::vector<std::string> markers;
+  const std::string& trigger() const { return prefix.empty() ? head : prefix; }
 };
 
 std::string JsonNameArgs(const std::string& name, const std::string& args, const char* args_key) {
@@ -38,107 +46,131 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
   Syntax s;
   switch (format) {
     case ToolCallFormat::kHermes:
-      s.separator = Lit("\n");
-      s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<tool_call>\n") + " " + JsonNameArgs(n, a, "arguments") + " " +
-               Lit("\n</tool_call>");
+      s.separator = "\n";
+      s.head = "<tool_call>";
+      s.markers = {"<tool_call>", "</tool_call>"};
+      s.rest = [](const std::string& n, const std::string& a) {
+        return Lit("\n") + " " + JsonNameArgs(n, a, "arguments") + " " + Lit("\n</tool_call>");
       };
       return s;
     case ToolCallFormat::kQwen3Xml:
-      s.separator = Lit("\n");
+      s.separator = "\n";
+      s.head = "<tool_call>";
+      s.markers = {"<tool_call>", "</tool_call>"};
       s.xml = true;
       s.xml_newlines = true;
-      s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<tool_call>\n<function=" + n + ">\n") + " " + a + " " +
-               Lit("</function>\n</tool_call>");
+      s.rest = [](const std::string& n, const std::string& a) {
+        return Lit("\n<function=" + n + ">\n") + " " + a + " " + Lit("</function>\n</tool_call>");
       };
       return s;
     case ToolCallFormat::kSeedOss:
-      s.separator = Lit("\n");
+      s.separator = "\n";
+      s.head = "<seed:tool_call>";
+      s.markers = {"<seed:tool_call>", "</seed:tool_call>"};
       s.xml = true;
-      s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<seed:tool_call>\n<function=" + n + ">\n") + " " + a + " " +
+      s.rest = [](const std::string& n, const std::string& a) {
+        return Lit("\n<function=" + n + ">\n") + " " + a + " " +
                Lit("</function>\n</seed:tool_call>");
       };
       return s;
     case ToolCallFormat::kLlama3Json:
       s.parallel = false;
-      s.call = [](const std::string& n, const std::string& a) {
+      s.start_only = true;
+      s.rest = [](const std::string& n, const std::string& a) {
         return JsonNameArgs(n, a, "parameters");
       };
       return s;
     case ToolCallFormat::kMistralJson:
-      s.prefix = Lit("[TOOL_CALLS][");
-      s.separator = Lit(", ");
-      s.suffix = Lit("]");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "[TOOL_CALLS]";
+      s.open = "[";
+      s.separator = ", ";
+      s.suffix = "]";
+      s.markers = {"[TOOL_CALLS]"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("{\"name\": \"" + n + "\", \"arguments\": ") + " " + a + " " +
                Lit(", \"id\": \"") + " [a-zA-Z0-9]{9} " + Lit("\"}");
       };
       return s;
     case ToolCallFormat::kMistralArgs:
-      s.call = [](const std::string& n, const std::string& a) {
-        return Lit("[TOOL_CALLS]" + n + "[ARGS]") + " " + a;
+      s.head = "[TOOL_CALLS]";
+      s.markers = {"[TOOL_CALLS]", "[ARGS]"};
+      s.rest = [](const std::string& n, const std::string& a) {
+        return Lit(n + "[ARGS]") + " " + a;
       };
       return s;
     case ToolCallFormat::kHarmony:
-      s.parallel = false;  // <|call|> ends the generation
-      s.call = [](const std::string& n, const std::string& a) {
+      s.parallel = false;   // <|call|> ends the generation
+      s.start_only = true;  // its analysis channel opens with the same tokens
+      s.markers = {"<|channel|>", "<|constrain|>", "<|message|>"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>") +
                " " + a;
       };
       return s;
     case ToolCallFormat::kDeepSeekR1:
-      s.prefix = Lit("<｜tool▁calls▁begin｜>");
-      s.separator = Lit("\n");
-      s.suffix = Lit("<｜tool▁calls▁end｜>");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "<｜tool▁calls▁begin｜>";
+      s.separator = "\n";
+      s.suffix = "<｜tool▁calls▁end｜>";
+      s.markers = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                   "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n") + " " + a +
                " " + Lit("\n```<｜tool▁call▁end｜>");
       };
       return s;
     case ToolCallFormat::kDeepSeekV31:
-      s.prefix = Lit("<｜tool▁calls▁begin｜>");
-      s.suffix = Lit("<｜tool▁calls▁end｜>");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "<｜tool▁calls▁begin｜>";
+      s.suffix = "<｜tool▁calls▁end｜>";
+      s.markers = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                   "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>") + " " + a + " " +
                Lit("<｜tool▁call▁end｜>");
       };
       return s;
     case ToolCallFormat::kKimiK2:
-      s.prefix = Lit("<|tool_calls_section_begin|>");
-      s.suffix = Lit("<|tool_calls_section_end|>");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "<|tool_calls_section_begin|>";
+      s.suffix = "<|tool_calls_section_end|>";
+      s.markers = {"<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                   "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                   "<|tool_calls_section_end|>"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("<|tool_call_begin|>functions." + n + ":") + " [0-9] " +
                Lit("<|tool_call_argument_begin|>") + " " + a + " " + Lit("<|tool_call_end|>");
       };
       return s;
     case ToolCallFormat::kFunctionaryV31:
-      s.call = [](const std::string& n, const std::string& a) {
-        return Lit("<function=" + n + ">") + " " + a + " " + Lit("</function>");
+      s.head = "<function=";
+      s.rest = [](const std::string& n, const std::string& a) {
+        return Lit(n + ">") + " " + a + " " + Lit("</function>");
       };
       return s;
     case ToolCallFormat::kFirefunction:
-      s.prefix = Lit(" functools[");
-      s.separator = Lit(", ");
-      s.suffix = Lit("]");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = " functools";
+      s.open = "[";
+      s.separator = ", ";
+      s.suffix = "]";
+      s.start_only = true;
+      s.rest = [](const std::string& n, const std::string& a) {
         return JsonNameArgs(n, a, "arguments");
       };
       return s;
     case ToolCallFormat::kGranite:
-      s.prefix = Lit("<|tool_call|>[");
-      s.separator = Lit(", ");
-      s.suffix = Lit("]");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "<|tool_call|>";
+      s.open = "[";
+      s.separator = ", ";
+      s.suffix = "]";
+      s.markers = {"<|tool_call|>"};
+      s.rest = [](const std::string& n, const std::string& a) {
         return JsonNameArgs(n, a, "arguments");
       };
       return s;
     case ToolCallFormat::kCommandR:
-      s.prefix = Lit("Action:\n```json\n[");
-      s.separator = Lit(", ");
-      s.suffix = Lit("]\n```");
-      s.call = [](const std::string& n, const std::string& a) {
+      s.prefix = "Action:";
+      s.open = "\n```json\n[";
+      s.separator = ", ";
+      s.suffix = "]\n```";
+      s.rest = [](const std::string& n, const std::string& a) {
         return Lit("{\"tool_name\": \"" + n + "\", \"parameters\": ") + " " + a + " " + Lit("}");
       };
       return s;
@@ -153,6 +185,9 @@ Result<Syntax> SyntaxOf(ToolCallFormat format) {
           : "'tool_choice' cannot force a call in the " + name +
                 " tool-call syntax (only 'auto' is supported for it; docs/tool_calls.md)");
 }
+
+// A GBNF sequence of raw text, "" for none.
+std::string Seq(const std::string& text) { return text.empty() ? "" : Lit(text) + " "; }
 
 // A schema whose values are strings only (written as raw text in XML).
 bool IsStringSchema(const ordered_json& s) {
@@ -220,10 +255,15 @@ Status AppendXmlParams(const ordered_json& schema, const std::string& rule, bool
 
 }  // namespace
 
-Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
-                                 const std::string& only, bool parallel) {
+Result<ToolCallGrammar> ToolCallGrammarFor(ToolCallFormat format,
+                                           const std::vector<ToolSpec>& tools,
+                                           const std::string& only, bool parallel, bool lazy) {
   MX_ASSIGN_OR_RETURN(Syntax syntax, SyntaxOf(format));
-  std::string rules, calls;
+  if (lazy && (syntax.start_only || syntax.trigger().empty())) {
+    return Status::InvalidArgument("the " + std::string(toolcalls::ToolCallFormatName(format)) +
+                                   " tool-call syntax has no marker to start a lazy grammar at");
+  }
+  std::string rules, calls, rests;
   for (size_t i = 0; i < tools.size(); ++i) {
     const ToolSpec& t = tools[i];
     if (!only.empty() && t.name != only) continue;
@@ -238,17 +278,35 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
       Status st = grammar::AppendSchemaRules(schema, args, &rules);
       if (!st.ok()) return st.WithContext(field);
     }
+    const std::string rest = "rest-" + std::to_string(i);
     const std::string call = "call-" + std::to_string(i);
-    rules += call + " ::= " + syntax.call(t.name, args) + "\n";
+    rules += rest + " ::= " + syntax.rest(t.name, args) + "\n";
+    rules += call + " ::= " + Seq(syntax.head) + rest + "\n";
     calls += (calls.empty() ? "" : " | ") + call;
+    rests += (rests.empty() ? "" : " | ") + rest;
   }
   if (calls.empty()) return Status::InvalidArgument("'tool_choice' names no tool of 'tools'");
-  std::string root = "root ::= " + (syntax.prefix.empty() ? "" : syntax.prefix + " ") + "call";
-  if (parallel && syntax.parallel) {
-    root += " (" + (syntax.separator.empty() ? "" : syntax.separator + " ") + "call)*";
-  }
-  if (!syntax.suffix.empty()) root += " " + syntax.suffix;
-  return root + "\ncall ::= " + calls + "\n" + rules;
+  // Lazy: the trigger (the prefix, or the first call's head) was written
+  // already and is not grammar input.
+  std::string root = "root ::= ";
+  if (!lazy) root += Seq(syntax.prefix);
+  root += Seq(syntax.open);
+  root += lazy && syntax.prefix.empty() ? "first" : "call";
+  if (parallel && syntax.parallel) root += " (" + Seq(syntax.separator) + "call)*";
+  if (!syntax.suffix.empty()) root += " " + Lit(syntax.suffix);
+  ToolCallGrammar out;
+  out.gbnf = root + "\ncall ::= " + calls + "\n";
+  if (lazy && syntax.prefix.empty()) out.gbnf += "first ::= " + rests + "\n";
+  out.gbnf += rules;
+  if (lazy) out.trigger = syntax.trigger();
+  out.markers = syntax.markers;
+  return out;
+}
+
+Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
+                                 const std::string& only, bool parallel) {
+  MX_ASSIGN_OR_RETURN(ToolCallGrammar g, ToolCallGrammarFor(format, tools, only, parallel, false));
+  return g.gbnf;
 }
 
 }  // namespace mx::server

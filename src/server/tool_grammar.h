@@ -22,7 +22,25 @@
 
 namespace mx::server {
 
-// GBNF whose root is the call(s). `tools`: the request's tools; `only`: the
+// A tool-call grammar: GBNF, and for a lazy one (tool_choice "auto") the
+// text that starts it (the syntax's opening marker, which is not grammar
+// input: the grammar describes what follows it); `markers` are the special
+// tokens' texts the syntax writes, which the grammar's vocabulary must let
+// through as text.
+struct ToolCallGrammar {
+  std::string gbnf;
+  std::string trigger;  // empty: not lazy
+  std::vector<std::string> markers;
+};
+
+// `lazy`: the grammar of a call the model chose to begin (what follows the
+// trigger); InvalidArgument for syntaxes without a marker of their own
+// (llama3_json, firefunction: calls only at the reply's start; harmony).
+Result<ToolCallGrammar> ToolCallGrammarFor(toolcalls::ToolCallFormat format,
+                                           const std::vector<ToolSpec>& tools,
+                                           const std::string& only, bool parallel, bool lazy);
+
+// The forced grammar's GBNF, whose root is the call(s). `tools`: the request's tools; `only`: the
 // one the reply must call ("" = any of them); `parallel`: one or more calls
 // (else exactly one). Errors name the tool whose schema does not compile
 // ("tools[1].function.parameters: json schema at /properties/x: ...").

@@ -161,6 +161,96 @@ INSTANTIATE_TEST_SUITE_P(
                       ToolCallFormat::kCommandR),
     [](const auto& info) { return std::string(toolcalls::ToolCallFormatName(info.param)); });
 
+// tool_choice "auto": free text until the syntax's opening marker, then a
+// well-formed call; what the parser makes of it is the text before as
+// content and the call.
+class LazyToolGrammarTest : public ::testing::TestWithParam<ToolCallFormat> {};
+
+TEST_P(LazyToolGrammarTest, TextThenTheMarkerThenAWellFormedCall) {
+  const ToolCallFormat format = GetParam();
+  const Vocab& v = Gpt2();
+  ASSERT_NE(v.grammar, nullptr);
+  auto tg = ToolCallGrammarFor(format, Tools(), "", /*parallel=*/true, /*lazy=*/true);
+  ASSERT_TRUE(tg.ok()) << tg.status().ToString();
+  ASSERT_FALSE(tg->trigger.empty());
+  auto g = grammar::ParseGbnf(tg->gbnf);
+  ASSERT_TRUE(g.ok()) << g.status().ToString() << "\n" << tg->gbnf;
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    auto c = grammar::GrammarConstraint::CreateLazy(*g, v.grammar, {tg->trigger}).value();
+    // Before the marker anything goes, the end included.
+    std::string text = "Let me look that up.";
+    for (int32_t id : v.tok->Encode(text, false, false)) {
+      ASSERT_TRUE(c->Allows(id));
+      c->Accept(id);
+    }
+    EXPECT_TRUE(c->Allows(v.tok->eos_id()));
+    text += " " + tg->trigger;
+    for (int32_t id : v.tok->Encode(" " + tg->trigger, false, false)) {
+      ASSERT_TRUE(c->Allows(id)) << v.tok->TokenToPiece(id);
+      c->Accept(id);
+    }
+    ASSERT_TRUE(c->triggered());
+    engine::SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    engine::Sampler sampler(p);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 2.0f);
+    std::vector<float> logits(static_cast<size_t>(v.tok->n_vocab()));
+    bool ended = false;
+    for (int step = 0; step < 600 && !ended; ++step) {
+      if (c->MustEnd() || (c->IsAccepting() && rng() % 3 == 0)) {
+        ended = true;
+        break;
+      }
+      for (float& x : logits) x = dist(rng);
+      const int32_t id = sampler.Sample(logits, {}, c.get());
+      ASSERT_GE(id, 0) << text;
+      if (v.tok->IsEog(id)) {
+        ended = true;
+        break;
+      }
+      c->Accept(id);
+      text += v.tok->TokenToPiece(id);
+    }
+    ASSERT_TRUE(ended) << text;
+    const toolcalls::ParsedToolCalls parsed = toolcalls::ParseToolCalls(format, text, &Schemas());
+    EXPECT_EQ(parsed.content, "Let me look that up.") << text;
+    ExpectCallsKeepToTheSchemas(parsed, "", true, text);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Syntaxes, LazyToolGrammarTest,
+    ::testing::Values(ToolCallFormat::kHermes, ToolCallFormat::kQwen3Xml, ToolCallFormat::kSeedOss,
+                      ToolCallFormat::kMistralJson, ToolCallFormat::kMistralArgs,
+                      ToolCallFormat::kDeepSeekR1, ToolCallFormat::kDeepSeekV31,
+                      ToolCallFormat::kKimiK2, ToolCallFormat::kFunctionaryV31,
+                      ToolCallFormat::kGranite, ToolCallFormat::kCommandR),
+    [](const auto& info) { return std::string(toolcalls::ToolCallFormatName(info.param)); });
+
+TEST(LazyToolGrammarTest, SyntaxesWithoutAMarkerHaveNoLazyGrammar) {
+  for (ToolCallFormat f :
+       {ToolCallFormat::kLlama3Json, ToolCallFormat::kFirefunction, ToolCallFormat::kHarmony}) {
+    EXPECT_FALSE(ToolCallGrammarFor(f, Tools(), "", true, true).ok())
+        << toolcalls::ToolCallFormatName(f);
+  }
+  // In "auto" mode such a model's calls are parsed but not constrained.
+  ToolOptions tools;
+  tools.tools = Tools();
+  auto og = OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kLlama3Json, false);
+  ASSERT_TRUE(og.ok());
+  EXPECT_TRUE(og->gbnf.empty());
+  og = OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, false);
+  ASSERT_TRUE(og.ok());
+  EXPECT_EQ(og->trigger, "<tool_call>");
+  og = OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, /*think_open=*/true);
+  EXPECT_TRUE(og->gbnf.empty());  // a thought may mention the marker
+}
+
 TEST(ToolGrammarErrorsTest, SyntaxesItCannotWriteAndBadSchemasAreNamed) {
   for (ToolCallFormat f : {ToolCallFormat::kNone, ToolCallFormat::kGlm, ToolCallFormat::kMiniCpm,
                            ToolCallFormat::kDeepSeekDsml}) {
@@ -191,7 +281,7 @@ TEST(OutputGrammarTest, AThoughtComesFirstWhenThePromptOpenedAThinkBlock) {
   auto og =
       OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, /*think_open=*/true);
   ASSERT_TRUE(og.ok()) << og.status().ToString();
-  EXPECT_TRUE(og->after_think);
+  EXPECT_EQ(og->trigger, "</think>");
   const Vocab& v = Gpt2();
   ASSERT_NE(v.grammar, nullptr);
   auto g = grammar::ParseGbnf(og->gbnf);
@@ -212,17 +302,17 @@ TEST(OutputGrammarTest, AThoughtComesFirstWhenThePromptOpenedAThinkBlock) {
   // Without an open think block the call comes at once.
   auto plain = OutputGrammarFor(ResponseFormat(), &tools, ToolCallFormat::kHermes, false);
   ASSERT_TRUE(plain.ok());
-  EXPECT_FALSE(plain->after_think);
+  EXPECT_EQ(plain->trigger, "");
   ResponseFormat json;
   json.kind = ResponseFormat::Kind::kJsonObject;
   auto j = OutputGrammarFor(json, nullptr, ToolCallFormat::kNone, true);
   ASSERT_TRUE(j.ok()) << j.status().ToString();
-  EXPECT_TRUE(j->after_think);
+  EXPECT_EQ(j->trigger, "</think>");
   ResponseFormat user;
   user.kind = ResponseFormat::Kind::kGrammar;
   user.grammar = "root ::= \"x\"";
   auto u = OutputGrammarFor(user, nullptr, ToolCallFormat::kNone, true);
-  EXPECT_FALSE(u->after_think);  // a client's grammar is the whole reply
+  EXPECT_EQ(u->trigger, "");  // a client's grammar is the whole reply
   EXPECT_EQ(u->gbnf, user.grammar);
 }
 
