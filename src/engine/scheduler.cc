@@ -7,6 +7,7 @@
 #include <new>
 
 #include "core/logging.h"
+#include "engine/scheduler_slot.h"
 #include "engine/text_stream.h"
 
 namespace mx::engine {
@@ -51,33 +52,6 @@ void GenStream::Push(GenEvent event) {
 
 // ---- Scheduler ----
 
-struct Scheduler::Slot {
-  GenRequest request;
-  std::shared_ptr<GenStream> stream;
-  CacheTicket ticket;                 // the state, from the prompt cache
-  models::SequenceState* seq = nullptr;  // = &ticket.state() once started
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<TextStream> text;
-  std::unique_ptr<TokenConstraint> constraint;  // a clone of request.constraint
-  int choice = 0;                // which of the request's n replies this slot makes
-  int forks = 0;                 // choices still to copy from this one (n - 1 until forked)
-  std::vector<int32_t> history;  // prompt + generated tokens
-  size_t n_read = 0;             // prompt tokens the state holds
-  int64_t cached = 0;
-  int64_t generated = 0;
-  int32_t next_token = -1;  // sampled, still to be fed (decode phase)
-  bool done = false;
-  std::vector<int64_t> snapshots;  // positions of the snapshots this request asked for
-  std::vector<std::vector<float>> image_embd;  // per request.images; empty until encoded
-  RequestTimings timings;
-  int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
-  int64_t step_decode = 0;  // ... and the generated token fed
-  // Its prompt waits for a refresh of the saved-cache index (StartSlot
-  // left it unstarted); when its first StartSlot began (NowMicros).
-  IndexWait index_wait;
-  uint64_t start_us = 0;
-  bool reading() const { return n_read < request.prompt.size(); }
-};
 
 std::string DivergenceNote(std::span<const int64_t> message_starts, int64_t diverged_at) {
   // A chat that goes on leaves its cached self in its last reply (message
@@ -295,54 +269,6 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
     s.forks = 0;
   }
   s.stream->Push(std::move(ev));
-}
-
-void Scheduler::ArmSlot(Slot& s, int choice) {
-  s.choice = choice;
-  SamplingParams sampling = s.request.sampling;
-  if (choice > 0 && sampling.seed != 0) sampling.seed += static_cast<uint64_t>(choice);
-  s.sampler = std::make_unique<Sampler>(sampling);
-  s.text = std::make_unique<TextStream>(s.request.stop);
-  s.constraint = s.request.constraint ? s.request.constraint->Clone() : nullptr;
-}
-
-void Scheduler::ForkChoices(Slot& s, std::vector<std::unique_ptr<Slot>>* out) {
-  const int n = s.forks;
-  s.forks = 0;
-  const size_t first = out->size();
-  const uint64_t t0 = env_->NowMicros();
-  const auto held = std::span<const int32_t>(s.history.data(), static_cast<size_t>(s.seq->n_tokens()));
-  for (int c = 1; c <= n; ++c) {
-    auto f = std::make_unique<Slot>();
-    f->request = s.request;
-    f->stream = s.stream;
-    f->cached = s.cached;
-    f->n_read = s.n_read;
-    f->history = s.history;
-    f->timings = s.timings;  // the prompt was read once, for every choice
-    ArmSlot(*f, c);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++active_count_;  // Finish counts each slot out once
-    }
-    Result<CacheTicket> ticket = Status::ResourceExhausted("out of memory while copying the prompt's state");
-    try {
-      ticket = cache_->Fork(s.ticket, held, s.request.tenant);
-    } catch (const std::bad_alloc&) {
-    }
-    if (!ticket.ok()) {
-      MX_LOG(kError) << "model " << options_.model_name << ": choice " << c << ": " << ticket.status().ToString();
-      Finish(*f, "error", ticket.status().WithContext("choice " + std::to_string(c)));
-      continue;
-    }
-    f->ticket = std::move(ticket).value();
-    f->seq = &f->ticket.state();
-    out->push_back(std::move(f));
-  }
-  const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
-  for (size_t k = first; k < out->size(); ++k) (*out)[k]->timings.cache_ms += ms;
-  MX_LOG(kInfo) << "model " << options_.model_name << ": " << n << " further choice" << (n == 1 ? "" : "s")
-                << " copied from the prompt's state (" << held.size() << " tokens) in " << ms << " ms";
 }
 
 void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
