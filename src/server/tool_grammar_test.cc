@@ -66,14 +66,12 @@ const Vocab& Gpt2() {
   return *v;
 }
 
-// A reply drawn under the grammar from random logits; it stops at the end
-// of a call with probability 1/3 once the grammar accepts. Empty on failure.
-std::string Draw(const std::string& gbnf, uint64_t seed) {
+// Draws tokens under `c` from random logits (the real sampler) and appends
+// their text to *text, until the constraint must end, the end is drawn, or,
+// once the grammar accepts, with probability 1/3 at each step. False (with a
+// failure) when no token was allowed or 600 tokens did not end it.
+bool DrawUnder(grammar::GrammarConstraint& c, uint64_t seed, std::string* text) {
   const Vocab& v = Gpt2();
-  auto g = grammar::ParseGbnf(gbnf);
-  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << gbnf;
-  if (!g.ok() || v.grammar == nullptr) return "";
-  auto c = grammar::GrammarConstraint::Create(*g, v.grammar).value();
   engine::SamplingParams p;
   p.temperature = 1.0f;
   p.top_k = 0;
@@ -84,19 +82,29 @@ std::string Draw(const std::string& gbnf, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> logits(static_cast<size_t>(v.tok->n_vocab()));
-  std::string text;
   for (int step = 0; step < 600; ++step) {
-    if (c->MustEnd() || (c->IsAccepting() && rng() % 3 == 0)) return text;
+    if (c.MustEnd() || (c.IsAccepting() && rng() % 3 == 0)) return true;
     for (float& x : logits) x = dist(rng);
-    const int32_t id = sampler.Sample(logits, {}, c.get());
-    EXPECT_GE(id, 0) << "no token allowed after: " << text;
-    if (id < 0) return "";
-    if (v.tok->IsEog(id)) return text;
-    c->Accept(id);
-    text += v.tok->TokenToPiece(id);
+    const int32_t id = sampler.Sample(logits, {}, &c);
+    EXPECT_GE(id, 0) << "no token allowed after: " << *text;
+    if (id < 0) return false;
+    if (v.tok->IsEog(id)) return true;
+    c.Accept(id);
+    *text += v.tok->TokenToPiece(id);
   }
-  ADD_FAILURE() << "no end after 600 tokens: " << text;
-  return "";
+  ADD_FAILURE() << "no end after 600 tokens: " << *text;
+  return false;
+}
+
+// A reply drawn under the grammar from its start; empty on failure.
+std::string Draw(const std::string& gbnf, uint64_t seed) {
+  const Vocab& v = Gpt2();
+  auto g = grammar::ParseGbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << gbnf;
+  if (!g.ok() || v.grammar == nullptr) return "";
+  auto c = grammar::GrammarConstraint::Create(*g, v.grammar).value();
+  std::string text;
+  return DrawUnder(*c, seed, &text) ? text : "";
 }
 
 void ExpectCallsKeepToTheSchemas(const toolcalls::ParsedToolCalls& parsed, const std::string& only,
@@ -190,33 +198,7 @@ TEST_P(LazyToolGrammarTest, TextThenTheMarkerThenAWellFormedCall) {
       c->Accept(id);
     }
     ASSERT_TRUE(c->triggered());
-    engine::SamplingParams p;
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
-    engine::Sampler sampler(p);
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> dist(0.0f, 2.0f);
-    std::vector<float> logits(static_cast<size_t>(v.tok->n_vocab()));
-    bool ended = false;
-    for (int step = 0; step < 600 && !ended; ++step) {
-      if (c->MustEnd() || (c->IsAccepting() && rng() % 3 == 0)) {
-        ended = true;
-        break;
-      }
-      for (float& x : logits) x = dist(rng);
-      const int32_t id = sampler.Sample(logits, {}, c.get());
-      ASSERT_GE(id, 0) << text;
-      if (v.tok->IsEog(id)) {
-        ended = true;
-        break;
-      }
-      c->Accept(id);
-      text += v.tok->TokenToPiece(id);
-    }
-    ASSERT_TRUE(ended) << text;
+    ASSERT_TRUE(DrawUnder(*c, seed, &text)) << text;
     const toolcalls::ParsedToolCalls parsed = toolcalls::ParseToolCalls(format, text, &Schemas());
     EXPECT_EQ(parsed.content, "Let me look that up.") << text;
     ExpectCallsKeepToTheSchemas(parsed, "", true, text);
