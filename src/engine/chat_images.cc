@@ -11,12 +11,8 @@ namespace {
 
 using jinja::Value;
 
-const Value* Field(const Value& dict, std::string_view key) {
-  return dict.is_dict() ? dict.as_dict().Find(key) : nullptr;
-}
-
 bool IsImagePart(const Value& part) {
-  const Value* type = Field(part, "type");
+  const Value* type = part.Field("type");
   if (type == nullptr || !type->is_string()) return false;
   const std::string& t = type->as_string();
   return t == "image_url" || t == "input_image" || t == "image";
@@ -45,7 +41,7 @@ std::vector<const Value*> LoadedModel::ImageParts(const Value& messages) {
   std::vector<const Value*> out;
   if (!messages.is_sequence()) return out;
   for (const Value& m : messages.as_list()) {
-    const Value* content = Field(m, "content");
+    const Value* content = m.Field("content");
     if (content == nullptr || !content->is_sequence()) continue;
     for (const Value& part : content->as_list()) {
       if (IsImagePart(part)) out.push_back(&part);
@@ -74,7 +70,7 @@ Result<LoadedModel::EncodedChat> LoadedModel::EncodeChatWithImages(const ChatPro
   ChatPrompt marked = prompt;
   jinja::ValueList messages;
   for (const Value& m : prompt.messages.as_list()) {
-    const Value* content = Field(m, "content");
+    const Value* content = m.Field("content");
     if (content == nullptr || !content->is_sequence()) {
       messages.push_back(m);
       continue;

@@ -13,16 +13,12 @@ namespace {
 
 using jinja::Value;
 
-const Value* Field(const Value& dict, std::string_view key) {
-  return dict.is_dict() ? dict.as_dict().Find(key) : nullptr;
-}
-
 // The text parts of an OpenAI content list, joined (other parts skipped).
 std::string JoinTextParts(const Value& parts) {
   std::string text;
   for (const Value& part : parts.as_list()) {
-    const Value* type = Field(part, "type");
-    const Value* t = Field(part, "text");
+    const Value* type = part.Field("type");
+    const Value* t = part.Field("text");
     if (type != nullptr && type->is_string() && type->as_string() == "text" && t != nullptr &&
         t->is_string()) {
       text += t->as_string();
@@ -55,13 +51,13 @@ Result<std::vector<templates::ChatMessage>> FamilyMessages(const Value& messages
   for (size_t i = 0; i < messages.as_list().size(); ++i) {
     const Value& m = messages.as_list()[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    const Value* role = Field(m, "role");
+    const Value* role = m.Field("role");
     if (role == nullptr || !role->is_string()) {
       return Status::InvalidArgument(where + ".role must be a string");
     }
     templates::ChatMessage msg;
     msg.role = role->as_string();
-    const Value* content = Field(m, "content");
+    const Value* content = m.Field("content");
     if (content == nullptr || content->is_none()) {
       // empty
     } else if (content->is_string()) {
@@ -71,7 +67,7 @@ Result<std::vector<templates::ChatMessage>> FamilyMessages(const Value& messages
     } else {
       return Status::InvalidArgument(where + ".content must be a string or a list of parts");
     }
-    if (const Value* r = Field(m, "reasoning_content"); r != nullptr && r->is_string()) {
+    if (const Value* r = m.Field("reasoning_content"); r != nullptr && r->is_string()) {
       msg.reasoning_content = r->as_string();
     }
     out.push_back(std::move(msg));
@@ -152,7 +148,7 @@ Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
                         FamilyMessages(prompt.messages));
     templates::RenderOptions options;
     options.add_generation_prompt = prompt.add_generation_prompt;
-    if (const Value* t = Field(prompt.kwargs, "enable_thinking"); t != nullptr && !t->is_none()) {
+    if (const Value* t = prompt.kwargs.Field("enable_thinking"); t != nullptr && !t->is_none()) {
       options.enable_thinking = t->Truthy();
     }
     return templates::Render(family, messages, options);
@@ -161,11 +157,11 @@ Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
   jinja::ValueList messages;
   for (const Value& m : prompt.messages.as_list()) {
     Value msg = m;
-    if (const Value* content = Field(msg, "content");
+    if (const Value* content = msg.Field("content");
         content != nullptr && content->is_sequence() && !template_takes_content_parts) {
       msg = WithField(msg, "content", Value::String(JoinTextParts(*content)));
     }
-    if (const Value* role = Field(msg, "role"); role != nullptr && role->is_string() &&
+    if (const Value* role = msg.Field("role"); role != nullptr && role->is_string() &&
                                                 role->as_string() == "developer" &&
                                                 !template_knows_developer) {
       msg = WithField(msg, "role", Value::String("system"));
@@ -262,13 +258,13 @@ Result<LoadedModel::RenderedChat> LoadedModel::RenderForTokens(const ChatPrompt&
     jinja::ValueList messages;
     for (const Value& m : prompt.messages.as_list()) {
       Value msg = m;
-      if (const Value* c = Field(msg, "content")) {
+      if (const Value* c = msg.Field("content")) {
         if (auto p = mask(*c)) {
           msg = WithField(msg, "content", *p);
         } else if (c->is_sequence()) {
           jinja::ValueList parts;
           for (const Value& part : c->as_list()) {
-            const Value* t = Field(part, "text");
+            const Value* t = part.Field("text");
             auto p = t != nullptr ? mask(*t) : std::nullopt;
             parts.push_back(p ? WithField(part, "text", *p) : part);
           }

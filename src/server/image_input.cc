@@ -14,10 +14,6 @@ namespace {
 
 using jinja::Value;
 
-const Value* Field(const Value& dict, std::string_view key) {
-  return dict.is_dict() ? dict.as_dict().Find(key) : nullptr;
-}
-
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -209,10 +205,10 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
 
 std::string ImagePartUrl(const Value& part) {
   for (const char* key : {"image_url", "image"}) {
-    const Value* v = Field(part, key);
+    const Value* v = part.Field(key);
     if (v == nullptr) continue;
     if (v->is_string()) return v->as_string();
-    if (const Value* url = Field(*v, "url"); url != nullptr && url->is_string())
+    if (const Value* url = v->Field("url"); url != nullptr && url->is_string())
       return url->as_string();
   }
   return "";

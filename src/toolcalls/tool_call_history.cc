@@ -65,7 +65,7 @@ Value NormalizeToolCallHistory(const Value& messages, HistoryForm form) {
   ValueList out;
   out.reserve(messages.as_list().size());
   for (const Value& m : messages.as_list()) {
-    const Value* calls = m.is_dict() ? m.as_dict().Find("tool_calls") : nullptr;
+    const Value* calls = m.Field("tool_calls");
     if (calls == nullptr || !calls->is_sequence() || calls->as_list().empty()) {
       out.push_back(m);
       continue;

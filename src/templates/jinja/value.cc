@@ -160,6 +160,10 @@ const Dict& Value::as_dict() const {
   return *static_cast<const Dict*>(ptr_.get());
 }
 
+const Value* Value::Field(std::string_view key) const {
+  return is_dict() ? as_dict().Find(key) : nullptr;
+}
+
 const Callable* Value::as_callable() const {
   assert(kind_ == Kind::kCallable);
   if (kind_ != Kind::kCallable) return nullptr;

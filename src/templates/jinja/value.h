@@ -126,6 +126,9 @@ class Value {
   const std::string& as_string() const;
   const ValueList& as_list() const;
   const Dict& as_dict() const;
+  // The value of `key` when this is a dict holding it; null otherwise (any
+  // other kind included). Valid while this Value (or a copy) is alive.
+  const Value* Field(std::string_view key) const;
   // Valid while this Value (or a copy) is alive.
   const Callable* as_callable() const;
   std::shared_ptr<Object> as_object() const;
