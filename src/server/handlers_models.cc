@@ -64,8 +64,10 @@ void Unload(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
 void AddModelRoutes(ServerContext* ctx, std::vector<Route>* routes) {
   routes->push_back({"GET", "/v1/models", "the served models (OpenAI list)", false,
                      [ctx](const HttpRequest&, HttpResponse& res) { ListOpenAi(ctx, res); }});
+  // Its active_requests show how busy every model is: the admin's with tenant sharing.
   routes->push_back({"GET", "/api/models", "the served models with their load state", false,
-                     [ctx](const HttpRequest&, HttpResponse& res) { ListApi(ctx, res); }});
+                     [ctx](const HttpRequest&, HttpResponse& res) { ListApi(ctx, res); },
+                     /*cache_stats=*/true});
   routes->push_back({"POST", "/api/models/{name}/load", "loads a model now", true,
                      [ctx](const HttpRequest& req, HttpResponse& res) { Load(ctx, req, res); }});
   routes->push_back({"POST", "/api/models/{name}/unload", "unloads a model (waits for its replies)",

@@ -280,7 +280,8 @@ TEST_F(TenantServerTest, ATrustedKeyNamesItsUsersAnUntrustedKeyCannot) {
 TEST_F(TenantServerTest, TenantSharingKeepsTheCacheStatsForTheAdmin) {
   StartOrFail(kKeys, {{"MATRICXON_PROMPT_CACHE_SHARING", "tenant"}});
   EXPECT_EQ(Chat(kAcmeKey), 200);
-  for (const char* path : {"/api/cache", "/metrics", "/api/cache/persistence"}) {
+  // /api/models counts each model's active requests: others' activity.
+  for (const char* path : {"/api/cache", "/metrics", "/api/cache/persistence", "/api/models"}) {
     for (const std::string& key : {std::string(), kAcmeKey, kPairingKey}) {
       Answer a = Send(port(), "GET", path, "", key);
       EXPECT_EQ(a.status, 401) << path << ": " << a.raw;
