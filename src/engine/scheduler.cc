@@ -452,7 +452,9 @@ void Scheduler::Loop() {
     set_active(true);
     // Start new slots, drop cancelled ones.
     for (auto& s : slots) {
-      if (!s->seq && s->stream->cancelled()) {  // gone while waiting in the queue
+      if (!s->seq && s->stream->cancelled()) {  // gone before it started (or while its refresh ran)
+        MX_LOG(kInfo) << "model " << options_.model_name
+                      << ": request cancelled after 0 generated tokens; slot freed";
         Finish(*s, "cancelled", Status::Ok());
         continue;
       }
