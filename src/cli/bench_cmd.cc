@@ -35,6 +35,7 @@ const std::vector<FlagSpec> kFlags = {
     {"prompt", "512", "prompt tokens per prompt-reading run (0: skip)"},
     {"gen", "128", "single-token steps per generation run (0: skip)"},
     {"depth", "0", "tokens already in the state before each run (context depth)"},
+    {"kv-type", "f16", "KV cache type: f16, q8_0, q4_0 or f32"},
     {"reps", "3", "measured runs per figure (median reported)"},
     {"seed", "1", "seed of the random token ids"},
     {"quiet", "", "no progress output", true},
@@ -146,13 +147,19 @@ Status RunEngine(const Flags& f) {
   MX_ASSIGN_OR_RETURN(auto model, models::Model::Load(env, f.Get("model")));
   models::RunnerOptions ro;
   ro.n_threads = static_cast<int>(threads);
+  const std::string kv_name = f.Get("kv-type");
+  if ((kv_name != "f16" && kv_name != "q8_0" && kv_name != "q4_0" && kv_name != "f32") ||
+      !DTypeFromName(kv_name, &ro.kv_type)) {
+    return Status::InvalidArgument("--kv-type '" + kv_name + "': expected f16, q8_0, q4_0 or f32");
+  }
   ro.n_ctx = std::max<int64_t>(256, depth + std::max(n_prompt, n_gen) + 1);
   MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model, ro));
   const int64_t n_vocab = runner->n_vocab();
 
-  std::printf("model    %s (%.1f MiB of weights, %s kernels, %lld threads)\n",
+  std::printf("model    %s (%.1f MiB of weights, %s kernels, %lld threads, %s KV)\n",
               f.Get("model").c_str(), static_cast<double>(model->weight_bytes()) / (1 << 20),
-              kernels::IsaName(kernels::ActiveIsa()), static_cast<long long>(threads));
+              kernels::IsaName(kernels::ActiveIsa()), static_cast<long long>(threads),
+              kv_name.c_str());
   std::fflush(stdout);
   auto note = [&](const std::string& s) {
     if (!quiet) std::fprintf(stderr, "\r%-60s", s.c_str());
@@ -203,7 +210,7 @@ Status RunEngine(const Flags& f) {
 
 constexpr char kUsage[] =
     "usage: matricxon bench engine --model FILE [--threads 2] [--prompt 512] [--gen 128] "
-    "[--depth 0] [--reps 3]\n"
+    "[--depth 0] [--kv-type f16] [--reps 3]\n"
     "\n"
     "Kernel figures (GFLOP/s, GB/s against the machine's peak) come from the\n"
     "separate Google Benchmark binary bench/kernels_bench.\n";

@@ -181,9 +181,9 @@ void ScoresFew(const RowSet& rs, const uint8_t* k, size_t rb, int hd, float scal
   for (int64_t p0 = 0; p0 < n_max; p0 += 16) {
     const int nk = n_max - p0 < 16 ? static_cast<int>(n_max - p0) : 16;
     const uint8_t* rows = k + static_cast<size_t>(p0) * rb;
-    // The next block's rows (strided by the other kv heads): fetch them now.
-    if (p0 + 32 <= n_max) {
-      for (int j = 16; j < 32; ++j) {
+    // The block after next's rows (strided by the other kv heads): fetch them now.
+    if (p0 + 48 <= n_max) {
+      for (int j = 32; j < 48; ++j) {
         const char* r = reinterpret_cast<const char*>(rows + static_cast<size_t>(j) * rb);
         for (int l = 0; l < row_lines; ++l) _mm_prefetch(r + 64 * l, _MM_HINT_T0);
       }
@@ -246,51 +246,67 @@ float ExpAndSum(float* s, int64_t n) {
   return HSum(sum);
 }
 
-// out[i] = inv[i] * sum_{p < n_pos[i]} s[i][p] * v_p for NR rows, 64 dims at a
-// time; rows that end earlier stop their own chain there.
+// out[i] = inv[i] * sum_{p < n_pos[i]} s[i][p] * v_p for NR rows, 16 W dims
+// per pass over the rows (W = 8 for one or two rows: a 128-dim head in one
+// pass, so each V row is fetched once); rows that end earlier stop their own
+// chain there. Each output element is one FMA chain over p whatever W is.
+template <class L, int NR, int W>
+void WeightedSumPass(const RowSet& rs, const uint8_t* v, size_t rb, int hd, int d0,
+                     const float* inv, int64_t n_min) {
+  __mmask16 m[W];
+  for (int j = 0; j < W; ++j) {
+    const int rem = hd - d0 - 16 * j;
+    m[j] = rem >= 16 ? static_cast<__mmask16>(0xFFFF) : (rem > 0 ? FirstLanes(rem) : 0);
+  }
+  __m512 acc[NR][W];
+  for (int i = 0; i < NR; ++i) {
+    for (int j = 0; j < W; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  // The rows are strided by the other kv heads: fetch kAhead rows ahead, every
+  // line of this pass's slice.
+  constexpr int64_t kAhead = 24;
+  const int lines = (W * L::kBytesPer16 + 63) / 64 + 1;
+  const size_t slice = static_cast<size_t>(d0) * L::kBytesPer16 / 16;
+  const uint8_t* row = v;
+  const int64_t ahead = n_min - kAhead;
+  for (int64_t p = 0; p < n_min; ++p, row += rb) {
+    if (p < ahead) {
+      const char* r = reinterpret_cast<const char*>(row + kAhead * rb) + slice;
+      for (int l = 0; l < lines; ++l) _mm_prefetch(r + 64 * l, _MM_HINT_T0);
+    }
+    __m512 vv[W];
+#pragma GCC unroll 8
+    for (int j = 0; j < W; ++j) vv[j] = L::Part(row, d0 + 16 * j, m[j]);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) {
+      const __m512 e = _mm512_set1_ps(rs.s[i][p]);
+#pragma GCC unroll 8
+      for (int j = 0; j < W; ++j) acc[i][j] = _mm512_fmadd_ps(e, vv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < NR; ++i) {
+    __m512 a[W];
+    for (int j = 0; j < W; ++j) a[j] = acc[i][j];
+    const uint8_t* r = v + static_cast<size_t>(n_min) * rb;
+    for (int64_t p = n_min; p < rs.n_pos[i]; ++p, r += rb) {
+      const __m512 e = _mm512_set1_ps(rs.s[i][p]);
+      for (int j = 0; j < W; ++j) a[j] = _mm512_fmadd_ps(e, L::Part(r, d0 + 16 * j, m[j]), a[j]);
+    }
+    const __m512 iv = _mm512_set1_ps(inv[i]);
+    for (int j = 0; j < W; ++j)
+      _mm512_mask_storeu_ps(rs.out[i] + d0 + 16 * j, m[j], _mm512_mul_ps(a[j], iv));
+  }
+}
 template <class L, int NR>
 void WeightedSumFew(const RowSet& rs, const uint8_t* v, size_t rb, int hd, const float* inv) {
   int64_t n_min = INT64_MAX;
   for (int i = 0; i < NR; ++i) n_min = rs.n_pos[i] < n_min ? rs.n_pos[i] : n_min;
-  for (int d0 = 0; d0 < hd; d0 += 64) {
-    __mmask16 m[4];
-    for (int j = 0; j < 4; ++j) {
-      const int rem = hd - d0 - 16 * j;
-      m[j] = rem >= 16 ? static_cast<__mmask16>(0xFFFF) : (rem > 0 ? FirstLanes(rem) : 0);
-    }
-    __m512 acc[NR][4];
-    for (int i = 0; i < NR; ++i) {
-      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
-    }
-    const uint8_t* row = v;
-    const int64_t ahead = n_min - 8;
-    for (int64_t p = 0; p < n_min; ++p, row += rb) {
-      if (p < ahead) {
-        const char* r = reinterpret_cast<const char*>(row + 8 * rb) + d0 * L::kBytesPer16 / 16;
-        _mm_prefetch(r, _MM_HINT_T0);
-        _mm_prefetch(r + 64, _MM_HINT_T0);
-      }
-      __m512 vv[4];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) vv[j] = L::Part(row, d0 + 16 * j, m[j]);
-#pragma GCC unroll 4
-      for (int i = 0; i < NR; ++i) {
-        const __m512 e = _mm512_set1_ps(rs.s[i][p]);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(e, vv[j], acc[i][j]);
-      }
-    }
-    for (int i = 0; i < NR; ++i) {
-      __m512 a[4];
-      for (int j = 0; j < 4; ++j) a[j] = acc[i][j];
-      const uint8_t* r = v + static_cast<size_t>(n_min) * rb;
-      for (int64_t p = n_min; p < rs.n_pos[i]; ++p, r += rb) {
-        const __m512 e = _mm512_set1_ps(rs.s[i][p]);
-        for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(e, L::Part(r, d0 + 16 * j, m[j]), a[j]);
-      }
-      const __m512 iv = _mm512_set1_ps(inv[i]);
-      for (int j = 0; j < 4; ++j)
-        _mm512_mask_storeu_ps(rs.out[i] + d0 + 16 * j, m[j], _mm512_mul_ps(a[j], iv));
+  constexpr int kW = NR <= 2 ? 8 : 4;
+  for (int d0 = 0; d0 < hd; d0 += 16 * kW) {
+    if (hd - d0 <= 64) {
+      WeightedSumPass<L, NR, 4>(rs, v, rb, hd, d0, inv, n_min);
+    } else {
+      WeightedSumPass<L, NR, kW>(rs, v, rb, hd, d0, inv, n_min);
     }
   }
 }
