@@ -192,10 +192,9 @@ void BM_AttentionLong(benchmark::State& state) {
   const int64_t np = n_pos;
   for (auto _ : state) {
     pool->ParallelFor(n_kv, [&](int64_t h, int t) {
-      const KvView kv{type,           type, k.data() + static_cast<size_t>(h) * head_bytes,
-                      v.data() + static_cast<size_t>(h) * head_bytes,
-                      rb,             rb,   1,
-                      hd};
+      KvView kv{type, type, k.data(), v.data(), rb, rb, 1, hd};
+      kv.k += static_cast<size_t>(h) * head_bytes;
+      kv.v += static_cast<size_t>(h) * head_bytes;
       const size_t q0 = static_cast<size_t>(h * group * hd);
       AttentionRows(q.data() + q0, group * hd, 1, group, kv, &np, 0.088f, out.data() + q0,
                     group * hd, scratch[static_cast<size_t>(t)].data());
@@ -205,8 +204,9 @@ void BM_AttentionLong(benchmark::State& state) {
   state.SetLabel(std::string(IsaName(ActiveIsa())) + " " + DTypeLowerName(type));
   state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(rb) * n_pos * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * n_head * hd * static_cast<double>(n_pos) * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * n_head * hd * static_cast<double>(n_pos) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionLong)
     ->ArgsProduct({{16384, 32768}, {0, 1, 2}, {1, 2}})

@@ -485,10 +485,9 @@ void CheckAttention(DType k_type, DType v_type, const AttnCase& c) {
 }
 
 TEST_P(OpsTest, AttentionRowMatchesDouble) {
-  const AttnCase cases[] = {{4, 2, 32, 1},    {4, 2, 64, 7},   {6, 2, 64, 100},
-                            {2, 2, 40, 33},   {8, 1, 128, 65}, {3, 3, 24, 300},
-                            {1, 1, 80, 2},    {4, 2, 128, 77}, {2, 1, 200, 45},
-                            {3, 1, 136, 90}};
+  const AttnCase cases[] = {{4, 2, 32, 1},   {4, 2, 64, 7},   {6, 2, 64, 100}, {2, 2, 40, 33},
+                            {8, 1, 128, 65}, {3, 3, 24, 300}, {1, 1, 80, 2},   {4, 2, 128, 77},
+                            {2, 1, 200, 45}, {3, 1, 136, 90}};
   for (const AttnCase& c : cases) {
     for (const auto& [kt, vt] : KvPairs(c.head_dim)) CheckAttention(kt, vt, c);
   }
