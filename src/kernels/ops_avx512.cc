@@ -139,15 +139,18 @@ void WithLoader(DType type, F&& f) {
   }
 }
 
-// In-register transpose: r[i] holds row i (16 columns) on entry, column i on exit.
+// In-register transpose: r[i] holds row i (16 columns) on entry, column i on exit
+// (the loops unrolled, or GCC keeps t and u on the stack).
 __attribute__((always_inline)) inline void Transpose16(__m512* r) {
   __m512 t[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
   // u[4i + k]: in 128-bit block b, column 4b + k of rows 4i..4i+3.
   __m512 u[16];
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
     const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -156,6 +159,7 @@ __attribute__((always_inline)) inline void Transpose16(__m512* r) {
     u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
     u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
+#pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
     const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
