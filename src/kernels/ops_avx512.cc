@@ -199,8 +199,10 @@ void ScoresFew(const RowSet& rs, const uint8_t* k, size_t rb, int hd, float scal
       const int d0 = 16 * c;
       __m512 t[16];
       if (nk == 16) {
+        // One running pointer (16 row pointers would not fit in registers).
+        const uint8_t* r = rows;
 #pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) t[j] = L::Full(rows + static_cast<size_t>(j) * rb, d0);
+        for (int j = 0; j < 16; ++j, r += rb) t[j] = L::Full(r, d0);
       } else {
 #pragma GCC unroll 16
         for (int j = 0; j < 16; ++j)
