@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -99,6 +100,49 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs);
+
+// Decode as a whole model streams its weights: one token through matrices of
+// cols x rows, a different one each call, 256 MiB of them in all (far beyond
+// the caches, as a forward pass sees its next layer). Args: type id, n_cols,
+// n_rows, threads. GB/s is what to hold against BM_StreamReadWide.
+void BM_DecodeStream(benchmark::State& state) {
+  const DType type = static_cast<DType>(state.range(0));
+  const int64_t n_cols = state.range(1), n_rows = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const size_t row_bytes = RowBytes(type, n_cols), bytes = row_bytes * static_cast<size_t>(n_rows);
+  if (row_bytes == 0) {
+    state.SkipWithError("n_cols is not a multiple of the block size");
+    return;
+  }
+  const size_t n_mats = std::max<size_t>(2, (size_t{256} << 20) / bytes);
+  std::vector<uint8_t> w(bytes * n_mats);
+  const std::vector<float> src = RandomVec(n_cols, 1);
+  for (size_t r = 0; r < n_mats * static_cast<size_t>(n_rows); ++r)
+    QuantizeRow(type, src.data(), w.data() + r * row_bytes, n_cols);
+  const std::vector<float> x = RandomVec(n_cols, 2);
+  std::vector<float> y(static_cast<size_t>(n_rows));
+  ThreadPool* pool = &Pool(threads);
+  size_t i = 0;
+  for (auto _ : state) {
+    const Matrix m{type, w.data() + i * bytes, n_cols, n_rows, row_bytes};
+    MatMul(m, x.data(), n_cols, 1, y.data(), n_rows, pool);
+    benchmark::DoNotOptimize(y.data());
+    i = i + 1 == n_mats ? 0 : i + 1;
+  }
+  state.SetLabel(DTypeName(type) + " " + IsaName(ActiveIsa()));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeStream)
+    ->ArgsProduct({{static_cast<int64_t>(DType::kF16), static_cast<int64_t>(DType::kBF16),
+                    static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_K),
+                    static_cast<int64_t>(DType::kQ6_K)},
+                   {576, 1024},
+                   {1536},
+                   {1, 2}})
+    ->ArgNames({"type", "cols", "rows", "threads"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // One query token over n_pos cached positions, all heads (SmolLM2: 9 heads,
 // 3 kv heads, head_dim 64), KV rows of the type range(1) names (0 F16,
