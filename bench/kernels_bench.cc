@@ -10,8 +10,12 @@
 // AVX2) and BM_StreamRead / BM_StreamCopy (memory GB/s over 256 MiB, far
 // beyond the caches), with 1 and 2 threads.
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <immintrin.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -97,6 +101,49 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs);
 
+// Decode as a whole model streams its weights: one token through matrices of
+// cols x rows, a different one each call, 256 MiB of them in all (far beyond
+// the caches, as a forward pass sees its next layer). Args: type id, n_cols,
+// n_rows, threads. GB/s is what to hold against BM_StreamReadWide.
+void BM_DecodeStream(benchmark::State& state) {
+  const DType type = static_cast<DType>(state.range(0));
+  const int64_t n_cols = state.range(1), n_rows = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const size_t row_bytes = RowBytes(type, n_cols), bytes = row_bytes * static_cast<size_t>(n_rows);
+  if (row_bytes == 0) {
+    state.SkipWithError("n_cols is not a multiple of the block size");
+    return;
+  }
+  const size_t n_mats = std::max<size_t>(2, (size_t{256} << 20) / bytes);
+  std::vector<uint8_t> w(bytes * n_mats);
+  const std::vector<float> src = RandomVec(n_cols, 1);
+  for (size_t r = 0; r < n_mats * static_cast<size_t>(n_rows); ++r)
+    QuantizeRow(type, src.data(), w.data() + r * row_bytes, n_cols);
+  const std::vector<float> x = RandomVec(n_cols, 2);
+  std::vector<float> y(static_cast<size_t>(n_rows));
+  ThreadPool* pool = &Pool(threads);
+  size_t i = 0;
+  for (auto _ : state) {
+    const Matrix m{type, w.data() + i * bytes, n_cols, n_rows, row_bytes};
+    MatMul(m, x.data(), n_cols, 1, y.data(), n_rows, pool);
+    benchmark::DoNotOptimize(y.data());
+    i = i + 1 == n_mats ? 0 : i + 1;
+  }
+  state.SetLabel(DTypeName(type) + " " + IsaName(ActiveIsa()));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeStream)
+    ->ArgsProduct({{static_cast<int64_t>(DType::kF16), static_cast<int64_t>(DType::kBF16),
+                    static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_K),
+                    static_cast<int64_t>(DType::kQ6_K)},
+                   {576, 1024},
+                   {1536},
+                   {1, 2}})
+    ->ArgNames({"type", "cols", "rows", "threads"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // One query token over n_pos cached positions, all heads (SmolLM2: 9 heads,
 // 3 kv heads, head_dim 64), KV rows of the type range(1) names (0 F16,
 // 1 Q8_0, 2 Q4_0); single-threaded as the engine calls it.
@@ -164,6 +211,52 @@ void BM_AttentionRows(benchmark::State& state) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionRows)->ArgsProduct({{512, 4096}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+
+// Generation at long context, the Qwen3-0.6B shape: one query token (16
+// heads, 8 kv heads of 128 dims) over n_pos cached positions of one layer,
+// KV rows of range(1)'s type (as BM_AttentionRow), split across `threads`
+// by kv head as the engine splits it. One layer's rows at 16k positions are
+// 67 MB in F16, far beyond the caches, so GB/s (K and V bytes read) is the
+// figure to hold against BM_StreamReadWide.
+void BM_AttentionLong(benchmark::State& state) {
+  const int64_t n_pos = state.range(0);
+  const DType type = BenchKvType(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const int n_head = 16, n_kv = 8, hd = 128, group = n_head / n_kv;
+  const int64_t kv_dim = n_kv * hd;
+  std::vector<uint8_t> k, v;
+  FillKvRows(type, kv_dim, n_pos, &k, &v);
+  const size_t rb = RowBytes(type, kv_dim), head_bytes = KvHeadBytes(type, hd);
+  const std::vector<float> q = RandomVec(n_head * hd, 4);
+  std::vector<float> out(q.size());
+  std::vector<std::vector<float>> scratch(
+      static_cast<size_t>(threads),
+      std::vector<float>(static_cast<size_t>(AttentionScratchFloats(n_pos, hd))));
+  ThreadPool* pool = &Pool(threads);
+  const int64_t np = n_pos;
+  for (auto _ : state) {
+    pool->ParallelFor(n_kv, [&](int64_t h, int t) {
+      KvView kv{type, type, k.data(), v.data(), rb, rb, 1, hd};
+      kv.k += static_cast<size_t>(h) * head_bytes;
+      kv.v += static_cast<size_t>(h) * head_bytes;
+      const size_t q0 = static_cast<size_t>(h * group * hd);
+      AttentionRows(q.data() + q0, group * hd, 1, group, kv, &np, 0.088f, out.data() + q0,
+                    group * hd, scratch[static_cast<size_t>(t)].data());
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(IsaName(ActiveIsa())) + " " + DTypeLowerName(type));
+  state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(rb) * n_pos * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * n_head * hd * static_cast<double>(n_pos) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionLong)
+    ->ArgsProduct({{2048, 16384, 32768}, {0, 1, 2}, {1, 2}})
+    ->ArgNames({"pos", "kv", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_SwiGlu(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -328,6 +421,81 @@ void BM_StreamRead(benchmark::State& state) { BM_Stream(state, false); }
 void BM_StreamCopy(benchmark::State& state) { BM_Stream(state, true); }
 BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_StreamCopy)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The read ceiling as the decode kernels see it: 64-byte loads (8 chains of
+// vpaddq over 512 bytes a step), so the figure is bounded by memory and not by
+// the scalar adds of BM_StreamRead. The buffer is either anonymous memory
+// (mapped:0) or a file mapped read-only as the weights are (mapped:1; 4 KiB
+// page-cache pages, read once first so none is faulted in while timed).
+__attribute__((target("avx512f"))) uint64_t ReadWide(const uint8_t* p, size_t bytes) {
+  __m512i acc[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = _mm512_setzero_si512();
+  for (size_t off = 0; off + 512 <= bytes; off += 512) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i)
+      acc[i] = _mm512_add_epi64(acc[i], _mm512_loadu_si512(p + off + 64 * static_cast<size_t>(i)));
+  }
+  for (int i = 1; i < 8; ++i) acc[0] = _mm512_add_epi64(acc[0], acc[i]);
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc[0]);
+  uint64_t sum = 0;
+  for (uint64_t l : lanes) sum += l;
+  return sum;
+}
+void BM_StreamReadWide(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  const bool mapped = state.range(1) != 0;
+  const size_t n = size_t{256} << 20;
+  static std::vector<uint64_t> anon(n / 8, 1);
+  static const uint8_t* file = nullptr;
+  if (mapped && file == nullptr) {
+    char path[] = "/tmp/kernels_bench_XXXXXX";
+    const int fd = mkstemp(path);
+    // Written, not a hole: the mapping must be real page-cache pages.
+    const std::vector<uint8_t> chunk(size_t{1} << 20, 1);
+    bool written = fd >= 0;
+    for (size_t off = 0; written && off < n; off += chunk.size())
+      written = write(fd, chunk.data(), chunk.size()) == static_cast<ssize_t>(chunk.size());
+    if (!written) {
+      if (fd >= 0) close(fd);
+      unlink(path);
+      state.SkipWithError("cannot write a temporary file");
+      return;
+    }
+    void* m = mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    unlink(path);
+    if (m == MAP_FAILED) {
+      state.SkipWithError("mmap failed");
+      return;
+    }
+    file = static_cast<const uint8_t*>(m);
+    benchmark::DoNotOptimize(ReadWide(file, n));  // fault every page in
+  }
+  const uint8_t* src = mapped ? file : reinterpret_cast<const uint8_t*>(anon.data());
+  ThreadPool* pool = &Pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads));
+  for (auto _ : state) {
+    pool->ParallelFor(threads, [&](int64_t t, int) {
+      const size_t share = n / static_cast<size_t>(threads);
+      sums[static_cast<size_t>(t)] = ReadWide(src + static_cast<size_t>(t) * share, share);
+    });
+    benchmark::DoNotOptimize(sums.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamReadWide)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->ArgNames({"threads", "mapped"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mx::kernels

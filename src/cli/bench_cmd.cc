@@ -6,13 +6,17 @@
 //                   every step), tokens/s.
 // --depth N runs both after N tokens already in the state (llama-bench -d N):
 // the cost of a chat turn's new tokens at that context. The N tokens are read
-// once, untimed; each run cuts the state back to them.
+// once, untimed; each run cuts the state back to them. --depth-fill copy reads
+// only the first 512 and repeats their KV rows up to N (attention over them
+// costs what it costs over read ones; setting up 32k tokens takes seconds).
+// --kv-type sets the KV rows' type.
 // Each figure is the median of --reps runs, after one warm-up run; the
 // per-run figures and the peak resident set size are printed too.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -35,6 +39,10 @@ const std::vector<FlagSpec> kFlags = {
     {"prompt", "512", "prompt tokens per prompt-reading run (0: skip)"},
     {"gen", "128", "single-token steps per generation run (0: skip)"},
     {"depth", "0", "tokens already in the state before each run (context depth)"},
+    {"kv-type", "f16", "KV cache type: f16, q8_0, q4_0 or f32"},
+    {"depth-fill", "compute",
+     "how the depth tokens are made: compute (read them) or copy (read the first 512, "
+     "repeat their KV rows; as fast to attend over, much faster to set up)"},
     {"reps", "3", "measured runs per figure (median reported)"},
     {"seed", "1", "seed of the random token ids"},
     {"quiet", "", "no progress output", true},
@@ -69,16 +77,36 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t n_vocab, uint64_t seed) {
 // (untimed, in chunks) and cut back to before each run.
 class RunState {
  public:
-  static Result<RunState> Make(models::Runner& runner, const std::vector<int32_t>& depth) {
+  // copy: only the first kCopyFrom tokens are read; the rows after them
+  // repeat theirs (attention costs the same whatever the values).
+  static constexpr size_t kCopyFrom = 512;
+  static Result<RunState> Make(models::Runner& runner, const std::vector<int32_t>& depth,
+                               bool copy) {
     RunState rs;
     rs.seq_ = runner.NewSequence();
     rs.depth_ = static_cast<int64_t>(depth.size());
     std::vector<float> logits;
-    for (size_t i0 = 0; i0 < depth.size(); i0 += 512) {
+    const size_t n_read = copy ? std::min(depth.size(), kCopyFrom) : depth.size();
+    for (size_t i0 = 0; i0 < n_read; i0 += 512) {
       std::vector<models::BatchEntry> batch;
-      for (size_t i = i0; i < depth.size() && i < i0 + 512; ++i)
+      for (size_t i = i0; i < n_read && i < i0 + 512; ++i)
         batch.push_back({rs.seq_.get(), depth[i], false});
       MX_RETURN_IF_ERROR(runner.Forward(batch, &logits));
+    }
+    if (n_read < depth.size()) {
+      if (rs.seq_->has_recurrent()) {
+        return Status::InvalidArgument("--depth-fill copy needs a model without recurrent layers");
+      }
+      models::SequenceState& seq = *rs.seq_;
+      MX_RETURN_IF_ERROR(seq.Reserve(rs.depth_));
+      const auto n = static_cast<int64_t>(n_read);
+      for (size_t l = 0; l < seq.layout().kv_dims.size(); ++l) {
+        for (int64_t p = n; p < rs.depth_; ++p) {
+          std::memcpy(seq.k_row(l, p), seq.k_row(l, p % n), seq.layout().k_row_bytes(l));
+          std::memcpy(seq.v_row(l, p), seq.v_row(l, p % n), seq.layout().v_row_bytes(l));
+        }
+      }
+      seq.CommitTokens(rs.depth_);
     }
     return rs;
   }
@@ -146,22 +174,33 @@ Status RunEngine(const Flags& f) {
   MX_ASSIGN_OR_RETURN(auto model, models::Model::Load(env, f.Get("model")));
   models::RunnerOptions ro;
   ro.n_threads = static_cast<int>(threads);
+  const std::string kv_name = f.Get("kv-type");
+  if ((kv_name != "f16" && kv_name != "q8_0" && kv_name != "q4_0" && kv_name != "f32") ||
+      !DTypeFromName(kv_name, &ro.kv_type)) {
+    return Status::InvalidArgument("--kv-type '" + kv_name + "': expected f16, q8_0, q4_0 or f32");
+  }
   ro.n_ctx = std::max<int64_t>(256, depth + std::max(n_prompt, n_gen) + 1);
   MX_ASSIGN_OR_RETURN(auto runner, models::Runner::Create(*model, ro));
   const int64_t n_vocab = runner->n_vocab();
 
-  std::printf("model    %s (%.1f MiB of weights, %s kernels, %lld threads)\n",
+  std::printf("model    %s (%.1f MiB of weights, %s kernels, %lld threads, %s KV)\n",
               f.Get("model").c_str(), static_cast<double>(model->weight_bytes()) / (1 << 20),
-              kernels::IsaName(kernels::ActiveIsa()), static_cast<long long>(threads));
+              kernels::IsaName(kernels::ActiveIsa()), static_cast<long long>(threads),
+              kv_name.c_str());
   std::fflush(stdout);
   auto note = [&](const std::string& s) {
     if (!quiet) std::fprintf(stderr, "\r%-60s", s.c_str());
   };
 
   if (depth > 0) note("depth: reading " + std::to_string(depth) + " tokens");
-  MX_ASSIGN_OR_RETURN(RunState state,
-                      RunState::Make(*runner, RandomTokens(depth, n_vocab,
-                                                           static_cast<uint64_t>(seed) + 2)));
+  const std::string fill = f.Get("depth-fill");
+  if (fill != "compute" && fill != "copy") {
+    return Status::InvalidArgument("--depth-fill '" + fill + "': expected compute or copy");
+  }
+  MX_ASSIGN_OR_RETURN(
+      RunState state,
+      RunState::Make(*runner, RandomTokens(depth, n_vocab, static_cast<uint64_t>(seed) + 2),
+                     fill == "copy"));
   Figure pp, tg;
   if (n_prompt > 0) {
     const std::vector<int32_t> tokens = RandomTokens(n_prompt, n_vocab, static_cast<uint64_t>(seed));
@@ -203,7 +242,7 @@ Status RunEngine(const Flags& f) {
 
 constexpr char kUsage[] =
     "usage: matricxon bench engine --model FILE [--threads 2] [--prompt 512] [--gen 128] "
-    "[--depth 0] [--reps 3]\n"
+    "[--depth 0] [--kv-type f16] [--reps 3]\n"
     "\n"
     "Kernel figures (GFLOP/s, GB/s against the machine's peak) come from the\n"
     "separate Google Benchmark binary bench/kernels_bench.\n";

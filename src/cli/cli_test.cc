@@ -277,6 +277,23 @@ TEST(BenchEngineTest, ReportsPromptAndGenerationAtADepth) {
   EXPECT_EQ(r.out.find("tg"), std::string::npos) << r.out;
 }
 
+TEST(BenchEngineTest, CopiedDepthAndKvTypeAndTheirErrors) {
+  const std::string path = TempDir() + "/tiny-depth.gguf";
+  ASSERT_EQ(RunMatricxon("make-model --quiet --preset tiny --out " + path).exit_code, 0);
+  RunResult r = RunMatricxon("bench engine --quiet --model " + path +
+                             " --prompt 8 --gen 2 --depth 700 --depth-fill copy --kv-type f32 "
+                             "--reps 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tg2 @ d700"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("f32 KV"), std::string::npos) << r.out;
+  r = RunMatricxon("bench engine --quiet --model " + path + " --kv-type q5_0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--kv-type 'q5_0'"), std::string::npos) << r.err;
+  r = RunMatricxon("bench engine --quiet --model " + path + " --depth 8 --depth-fill fast");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--depth-fill 'fast'"), std::string::npos) << r.err;
+}
+
 TEST(ChatTest, StreamsTheGreedyReplyOfARefModel) {
   const std::string model = std::string(MATRICXON_REF_DIR) + "/models/tiny-qwen3.gguf";
   RunResult r = RunMatricxon("chat --model " + model + " --temperature 0 --max-tokens 24 --threads 2", "Hello, who are you?\n");

@@ -184,6 +184,22 @@ void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const K
   internal::Ops().attention_rows(q, ldq, n_q, n_head, kv, n_pos, scale, out, ldo, scratch);
 }
 
+bool AttentionSplitAvailable(int64_t n_q, int n_head, const KvView& kv) {
+  return internal::Ops().attention_scores != nullptr &&
+         internal::AttentionSplitFits(n_q, n_head, kv);
+}
+
+void AttentionScores(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                     const int64_t* n_pos, int64_t p0, int64_t p1, float scale, float* s,
+                     int64_t lds) {
+  internal::Ops().attention_scores(q, ldq, n_q, n_head, kv, n_pos, p0, p1, scale, s, lds);
+}
+
+void AttentionFromScores(int64_t n_q, int n_head, const KvView& kv, const int64_t* n_pos, int kv0,
+                         int kv1, float* s, int64_t lds, float* out, int64_t ldo) {
+  internal::Ops().attention_from_scores(n_q, n_head, kv, n_pos, kv0, kv1, s, lds, out, ldo);
+}
+
 bool KvTypeSupported(DType type) {
   return type == DType::kF16 || type == DType::kF32 || type == DType::kQ8_0 || type == DType::kQ4_0;
 }

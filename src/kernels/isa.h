@@ -91,6 +91,13 @@ struct IsaOps {
   void (*attention_rows)(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
                          const int64_t* n_pos, float scale, float* out, int64_t ldo,
                          float* scratch);
+  // kernels.h AttentionScores / AttentionFromScores; null on paths without
+  // them (the caller then runs attention_rows).
+  void (*attention_scores)(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                           const int64_t* n_pos, int64_t p0, int64_t p1, float scale, float* s,
+                           int64_t lds);
+  void (*attention_from_scores)(int64_t n_q, int n_head, const KvView& kv, const int64_t* n_pos,
+                                int kv0, int kv1, float* s, int64_t lds, float* out, int64_t ldo);
   // kernels.h DeltaRule.
   void (*delta_rule)(float* s, const float* k, const float* v, const float* q, float decay,
                      float beta, int64_t d_k, int64_t d_v, float* delta, float* out);
@@ -131,6 +138,17 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
                    int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
                    int64_t ldy);
 void QuantizeQ8_32Avx512(const float* x, int64_t n, Q8Block32* out);
+// The AVX-512 attention (attention_avx512.cc); AttentionSplitFits is
+// kernels.h's, for that path.
+void AttentionRowsAvx512(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                         const int64_t* n_pos, float scale, float* out, int64_t ldo,
+                         float* scratch);
+void AttentionScoresAvx512(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                           const int64_t* n_pos, int64_t p0, int64_t p1, float scale, float* s,
+                           int64_t lds);
+void AttentionFromScoresAvx512(int64_t n_q, int n_head, const KvView& kv, const int64_t* n_pos,
+                               int kv0, int kv1, float* s, int64_t lds, float* out, int64_t ldo);
+bool AttentionSplitFits(int64_t n_q, int n_head, const KvView& kv);
 bool DequantAvx2(DType type, const uint8_t* src, float* dst, int64_t n);
 bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n);
 

@@ -203,6 +203,29 @@ inline constexpr int64_t AttentionScratchFloats(int64_t max_pos, int64_t head_di
 void AttentionRows(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
                    const int64_t* n_pos, float scale, float* out, int64_t ldo, float* scratch);
 
+// Generation over long contexts in two phases that the caller can spread
+// over threads by position range, then by kv head, so that every thread reads
+// whole K rows (all kv heads of a position) rather than one kv head's slice of
+// each. For queries of one batch tile as AttentionRows takes them (n_q queries
+// of [n_head, head_dim] at q + i * ldq, query i over rows [0, n_pos[i])):
+//   AttentionScores writes the scaled scores of positions [p0, p1) for every
+//     head to s[(i * n_head + h) * lds + p] (and may write zeros up to the
+//     next multiple of 16 past the last position). p0 is a multiple of 16 and
+//     p1 a multiple of 16 or >= max n_pos[i]; lds >= max n_pos[i] rounded up
+//     to 16.
+//   AttentionFromScores, once every position's scores are there, writes the
+//     output of the heads of kv heads [kv0, kv1) as AttentionRows does (the
+//     scores are overwritten).
+// The output is bit-identical to AttentionRows's. Only where
+// AttentionSplitAvailable(n_q, n_head, kv) holds (the active path has the
+// phases and the tile is few rows per kv head); never call them otherwise.
+bool AttentionSplitAvailable(int64_t n_q, int n_head, const KvView& kv);
+void AttentionScores(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,
+                     const int64_t* n_pos, int64_t p0, int64_t p1, float scale, float* s,
+                     int64_t lds);
+void AttentionFromScores(int64_t n_q, int n_head, const KvView& kv, const int64_t* n_pos, int kv0,
+                         int kv1, float* s, int64_t lds, float* out, int64_t ldo);
+
 // One token of the gated delta rule for one value head (Gated DeltaNet):
 //   S = decay * S;  delta = beta * (v - S^T k);  S = S + k delta^T;  out = S^T q
 // S: [d_k][d_v] row-major (row = key dim); k, q: [d_k]; v, out: [d_v];

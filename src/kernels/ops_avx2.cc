@@ -377,6 +377,8 @@ const IsaOps kAvx2Ops = {
     .swiglu = SwiGlu,
     .silu = Silu,
     .attention_rows = AttentionRows,
+    .attention_scores = nullptr,  // no two-phase attention on this path
+    .attention_from_scores = nullptr,
     .delta_rule = DeltaRule,
 };
 

@@ -486,7 +486,8 @@ void CheckAttention(DType k_type, DType v_type, const AttnCase& c) {
 
 TEST_P(OpsTest, AttentionRowMatchesDouble) {
   const AttnCase cases[] = {{4, 2, 32, 1},   {4, 2, 64, 7},   {6, 2, 64, 100}, {2, 2, 40, 33},
-                            {8, 1, 128, 65}, {3, 3, 24, 300}, {1, 1, 80, 2}};
+                            {8, 1, 128, 65}, {3, 3, 24, 300}, {1, 1, 80, 2},   {4, 2, 128, 77},
+                            {2, 1, 200, 45}, {3, 1, 136, 90}};
   for (const AttnCase& c : cases) {
     for (const auto& [kt, vt] : KvPairs(c.head_dim)) CheckAttention(kt, vt, c);
   }
@@ -552,10 +553,13 @@ TEST_P(OpsTest, AttentionRowPerHeadCallsMatchAllHeads) {
 TEST_P(OpsTest, AttentionRowsIsBitIdenticalToAttentionRowPerQuery) {
   // Prompt reading batches queries of one sequence; each query must get the
   // bytes it gets alone (batch invariance), whatever the tile it lands in.
-  for (int hd : {64, 40, 128}) {
+  // Groups of 3 and 2 heads per kv head (generation sets of up to 3 and 2
+  // rows), head dims that take one or two passes over the V rows.
+  for (auto [hd, n_head] : {std::pair{64, 6}, {40, 6}, {128, 6}, {128, 4}, {200, 4}, {96, 4}}) {
     for (const auto& [kt, vt] : KvPairs(hd)) {
-      SCOPED_TRACE(PairName(kt, vt) + " head_dim " + std::to_string(hd));
-      const int n_head = 6, n_kv = 2;
+      SCOPED_TRACE(PairName(kt, vt) + " head_dim " + std::to_string(hd) + " heads " +
+                   std::to_string(n_head));
+      const int n_kv = 2;
       const int64_t max_pos = 150;
       const KvRows rows = MakeKvRows(kt, vt, n_kv, hd, max_pos, 0);
       const KvView& kv = rows.view;

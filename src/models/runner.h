@@ -108,6 +108,9 @@ class Runner {
   void Mamba2Mixer(size_t layer, size_t rec_index, int64_t n);      // runner_mamba2.cc
   void DeltaNetMixer(size_t layer, size_t rec_index, int64_t n);    // runner_delta_net.cc
   void FfnBlock(size_t layer, int64_t n);                            // runner.cc
+  // Long-context generation attention in two phases; false (nothing done)
+  // when the batch does not qualify (runner_attention.cc).
+  bool SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale);
   void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
   const Model& model_;
@@ -140,6 +143,7 @@ class Runner {
   int64_t tile_tokens_ = 1;  // most entries per QueryTile (fixed by the model's head groups)
   std::vector<int64_t> n_pos_;  // [n] positions each entry attends to (pos + 1)
   std::vector<std::vector<float>> att_scratch_;  // [thread][AttentionScratchFloats]
+  std::vector<float> scores_;  // [tile][query][head][positions, padded to 16] (SplitAttention)
 };
 
 }  // namespace mx::models
