@@ -60,9 +60,7 @@ class ClusterServerTest : public ::testing::Test {
   Json Persistence(size_t i) { return Get(port(i), "/api/cache/persistence").body; }
   // Waits until node i's start-up check has finished.
   void WaitForCheck(size_t i) {
-    for (int k = 0; k < 300 && Log(i).find("saved caches checked in") == std::string::npos; ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    WaitUntil([&] { return Log(i).find("saved caches checked in") != std::string::npos; });
     ASSERT_NE(Log(i).find("saved caches checked in"), std::string::npos) << Log(i);
   }
   std::vector<std::string> Files(const std::string& suffix) const {
@@ -98,9 +96,7 @@ TEST_F(ClusterServerTest, ChatSavedOnOneNodeGoesOnFromDiskOnAnother) {
   std::vector<Msg> chat = {{"system", kSystem}, {"user", "alpha alpha alpha"}};
   Turn t1 = Chat(port(a), chat);
   Chat(port(a), {{"user", "beta beta beta"}});  // the chat leaves a's RAM and is written
-  for (int i = 0; i < 300 && Persistence(a)["writes"].get<int>() < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitUntil([&] { return Persistence(a)["writes"].get<int>() >= 1; });
   ASSERT_GE(Persistence(a)["writes"].get<int>(), 1) << Log(a);
   ASSERT_EQ(Files(".mxpc").size(), 1u);
 
@@ -139,9 +135,7 @@ TEST_F(ClusterServerTest, PolicyPutOnOneNodeIsAppliedByTheOthers) {
   ASSERT_TRUE(put);
   ASSERT_EQ(put->status, 200) << put->body;
   // b looks at the policy file every 5 s.
-  for (int i = 0; i < 150 && Persistence(b)["budget_mb"].get<int64_t>() != 123; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntil([&] { return Persistence(b)["budget_mb"].get<int64_t>() == 123; });
   EXPECT_EQ(Persistence(b)["budget_mb"].get<int64_t>(), 123) << Log(b);
   EXPECT_EQ(Persistence(b)["ttl_hours"].get<int64_t>(), 5) << Log(b);
   EXPECT_NE(Log(b).find("policy changed by another node"), std::string::npos) << Log(b);
@@ -149,9 +143,7 @@ TEST_F(ClusterServerTest, PolicyPutOnOneNodeIsAppliedByTheOthers) {
 
   // A damaged policy file is logged and ignored: the policy in force stays.
   std::ofstream(cache_dir_ + "/prompt_cache_policy.json") << "{\"budget_mb\": ";
-  for (int i = 0; i < 150 && Log(b).find("; ignored, the policy stays") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntil([&] { return Log(b).find("; ignored, the policy stays") != std::string::npos; });
   EXPECT_NE(Log(b).find("; ignored, the policy stays"), std::string::npos) << Log(b);
   EXPECT_EQ(Persistence(b)["budget_mb"].get<int64_t>(), 123) << Log(b);
   EXPECT_TRUE(Persistence(b)["enabled"].get<bool>()) << Log(b);
@@ -163,8 +155,7 @@ TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
   // One saved chat's size, to set a budget of a few of them.
   Chat(port(a), {{"system", kSystem}, {"user", "measure"}});
   Chat(port(a), {{"user", "evict"}});
-  for (int i = 0; i < 300 && Files(".mxpc").empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  WaitUntil([&] { return !Files(".mxpc").empty(); });
   ASSERT_FALSE(Files(".mxpc").empty());
   const uint64_t one = fs::file_size(cache_dir_ + "/" + Files(".mxpc")[0]);
   nodes_.clear();
@@ -186,9 +177,7 @@ TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
   for (auto& t : clients) t.join();
   // Every node writes its evicted chats and enforces the budget after each.
   for (size_t n = 0; n < 3; ++n) {
-    for (int i = 0; i < 300 && Persistence(n)["writes"].get<int>() < 5; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    WaitUntil([&] { return Persistence(n)["writes"].get<int>() >= 5; });
   }
   // Each node enforces the budget right after its last write is counted:
   // wait (bounded) for the folder to be within it.
@@ -201,9 +190,7 @@ TEST_F(ClusterServerTest, ThreeNodesWritingAtOnceStayWithinTheFoldersBudget) {
     }
     return used;
   };
-  for (int i = 0; i < 300 && used_bytes() > budget; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitUntil([&] { return used_bytes() <= budget; });
   const uint64_t used = used_bytes();
   EXPECT_LE(used, budget);
   ASSERT_GT(15 * one, budget);        // the nodes had to evict
@@ -235,9 +222,7 @@ TEST_F(ClusterServerTest, KilledWhileWritingNeverLeavesADamagedFile) {
     };
     chat(0);
     chat(1);
-    for (int i = 0; i < 300 && Persistence(a)["writes"].get<int>() < 1; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    WaitUntil([&] { return Persistence(a)["writes"].get<int>() >= 1; });
     ASSERT_GE(Persistence(a)["writes"].get<int>(), 1) << Log(a);
     chat(2);
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));

@@ -5,10 +5,13 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,6 +42,18 @@ inline std::string FromHex(const std::string& hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
+}
+
+// Polls `done` every 10 ms until it holds or `timeout_ms` passed; returns
+// whether it holds. The bound is for a broken build, not a timing claim:
+// callers assert on the condition itself.
+inline bool WaitUntil(const std::function<bool()>& done, int timeout_ms = 30000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 inline std::string TempDir(const std::string& name) {
