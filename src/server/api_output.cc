@@ -1,6 +1,8 @@
 #include "server/api_output.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace mx::server {
@@ -227,8 +229,19 @@ Status ParseLogitBias(const Json& body, std::vector<std::pair<int32_t, float>>* 
 }  // namespace mx::server
 
 namespace mx::server {
+namespace {
 
-Status ParseOutputFields(const std::string& body, ResponseFormat* format, ToolOptions* tools) {
+// The fields ParseResponseFormat and ParseToolOptions read.
+constexpr const char* kOutputFields[] = {"response_format", "json_schema", "grammar",
+                                         "tools",           "tool_choice", "parallel_tool_calls"};
+
+}  // namespace
+
+Status ParseOutputFields(const Json& parsed, const std::string& body, ResponseFormat* format,
+                         ToolOptions* tools) {
+  const bool any = std::any_of(std::begin(kOutputFields), std::end(kOutputFields),
+                               [&](const char* f) { return parsed.contains(f); });
+  if (!any) return Status::Ok();
   const OJson j = OJson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::InvalidArgument("the request body must be a JSON object");
   MX_RETURN_IF_ERROR(ParseResponseFormat(j, format));

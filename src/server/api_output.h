@@ -57,7 +57,10 @@ Status ParseToolOptions(const nlohmann::ordered_json& body, ToolOptions* out);
 // Both of the above from the request body's text, parsed keeping the
 // client's key order (a schema's properties are generated in that order);
 // `tools` only when given (chat requests).
-Status ParseOutputFields(const std::string& body, ResponseFormat* format, ToolOptions* tools);
+// `parsed`: the same body as nlohmann::json; when it holds none of these
+// fields the text is not parsed again (a long chat's body is large).
+Status ParseOutputFields(const nlohmann::json& parsed, const std::string& body,
+                         ResponseFormat* format, ToolOptions* tools);
 
 // `logit_bias`: OpenAI's object {"token id": bias} or llama.cpp's array
 // [[id, bias], ...] where bias false bans the token; biases in [-100, 100]

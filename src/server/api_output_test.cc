@@ -150,19 +150,24 @@ namespace {
 TEST(OutputFieldsTest, SchemasKeepTheClientsKeyOrder) {
   ResponseFormat f;
   ToolOptions t;
-  ASSERT_TRUE(ParseOutputFields(R"({"response_format":{"type":"json_schema","json_schema":{"schema":
+  const std::string body = R"({"response_format":{"type":"json_schema","json_schema":{"schema":
       {"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}},
       "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
-      "properties":{"b":{"type":"string"},"a":{"type":"string"}}}}}]})",
-                                &f, &t)
-                  .ok());
+      "properties":{"b":{"type":"string"},"a":{"type":"string"}}}}}]})";
+  ASSERT_TRUE(ParseOutputFields(Json::parse(body), body, &f, &t).ok());
   std::vector<std::string> keys;
   for (const auto& [k, v] : f.schema["properties"].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha"}));
   keys.clear();
   for (const auto& [k, v] : t.tools[0].parameters["properties"].items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"b", "a"}));
-  ExpectBad(ParseOutputFields("[1]", &f, nullptr), "JSON object");
+  // Without any of the fields the body is not read again; with one, a bad
+  // value is refused as from the first parse.
+  ResponseFormat none;
+  EXPECT_TRUE(ParseOutputFields(Json::parse(R"({"messages":[]})"), "not json", &none, &t).ok());
+  EXPECT_EQ(none.kind, ResponseFormat::Kind::kText);
+  ExpectBad(ParseOutputFields(Json::parse(R"({"grammar":1})"), R"({"grammar":1})", &f, nullptr),
+            "'grammar' must be a string");
 }
 
 }  // namespace

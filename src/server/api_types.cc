@@ -203,9 +203,6 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     MX_ASSIGN_OR_RETURN(msg.content, MessageContent(m.contains("content") ? m["content"] : Json(), i, r.gen.model));
     r.messages.push_back(std::move(msg));
   }
-  if (auto t = j.find("tools"); t != j.end() && !t->is_null() && !t->is_array()) {
-    return TypeError("tools", "an array");
-  }
   if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null() && !k->is_object()) {
     return TypeError("chat_template_kwargs", "an object");
   }

@@ -83,7 +83,7 @@ Result<CompletionRequest> ParseCompletionRequest(const Json& j);
 // `chat_template_kwargs`), parsed from the body text with jinja::ParseJson so
 // that objects keep the client's key order (nlohmann's Json sorts keys, and
 // tojson in templates prints tools in the order it is given). REQUIRES:
-// ParseChatRequest accepted the body (which validates those fields).
+// ParseChatRequest and ParseOutputFields accepted the body (they validate those fields).
 Result<engine::ChatPrompt> ChatPromptFromBody(const std::string& body);
 Result<TokenizeRequest> ParseTokenizeRequest(const Json& j);
 Result<DetokenizeRequest> ParseDetokenizeRequest(const Json& j);

@@ -134,7 +134,7 @@ void Completions(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) 
   if (!body.ok()) return SendError(res, body.status());
   auto cr = ParseCompletionRequest(*body);
   if (!cr.ok()) return SendError(res, cr.status());
-  if (Status st = ParseOutputFields(req.body, &cr->gen.format, nullptr); !st.ok())
+  if (Status st = ParseOutputFields(*body, req.body, &cr->gen.format, nullptr); !st.ok())
     return SendError(res, st);
   auto tenant = TenantOf(req, cr->gen, res);
   if (!tenant.ok()) return SendJson(res, ErrorJson(tenant.status(), "user"), 400);

@@ -65,10 +65,7 @@ struct Totals {
     last = ev;
     any = true;
   }
-  Json UsageJson() const {
-    engine::GenEvent u = usage;
-    return server::UsageJson(u);
-  }
+  Json UsageJson() const { return server::UsageJson(usage); }
 };
 
 ChatChoiceOptions ChoiceOptions(const Reply& r) {

@@ -16,7 +16,8 @@ Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req) {
   MX_ASSIGN_OR_RETURN(Json body, ParseJsonBody(req.body));
   ChatCall call;
   MX_ASSIGN_OR_RETURN(call.request, ParseChatRequest(body));
-  MX_RETURN_IF_ERROR(ParseOutputFields(req.body, &call.request.gen.format, &call.request.tools));
+  MX_RETURN_IF_ERROR(
+      ParseOutputFields(body, req.body, &call.request.gen.format, &call.request.tools));
   MX_ASSIGN_OR_RETURN(call.model, ResolveModel(ctx, call.request.gen.model));
   MX_ASSIGN_OR_RETURN(call.prompt, ChatPromptFromBody(req.body));
   // tool_choice "none": the reply never calls a tool, so the template is
