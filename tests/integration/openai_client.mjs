@@ -89,7 +89,7 @@ check(call && call.type === "function" && call.function.name === "get_weather", 
 const args = JSON.parse(call.function.arguments);
 check(typeof args.city === "string" && ["celsius", "fahrenheit"].includes(args.unit), "its arguments follow the schema");
 
-const runner = client.beta.chat.completions.stream({ ...forced, stream: true });
+const runner = client.chat.completions.stream({ ...forced, stream: true });
 const streamed = await runner.finalChatCompletion();
 const scall = streamed.choices[0].message.tool_calls?.[0];
 check(scall && scall.function.name === "get_weather", "the SDK's stream helper assembles the streamed call");

@@ -3,9 +3,11 @@
 # `matricxon serve` on port 0, with a synthetic model "tiny" (ChatML) and one
 # "tools" that carries Qwen 3's real chat template (Hermes tool calls).
 # Usage: run_openai_client.sh <matricxon> <work dir> <template golden .json>
-# Installs the package into <work dir>/node_modules when it is missing (a failed
-# install fails the test; only a machine without node/npm skips it, and
-# scripts/install-deps.sh installs both).
+# Installs openai 5.x into <work dir>/node_modules when it is missing or of
+# another major version (a failed install fails the test; only a machine without
+# node/npm skips it, and scripts/install-deps.sh installs both). Version 4 is not
+# used: its node-fetch 2.7 reports "Premature close" on every streamed reply
+# under Debian 12's Node 18.20.4, from any server (Node's own http server too).
 set -euo pipefail
 BIN="$1"
 WORK="$2"
@@ -15,9 +17,10 @@ mkdir -p "$WORK"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "node/npm not installed: skipping"; exit 77
 fi
-if [ ! -d "$WORK/node_modules/openai" ]; then
+installed="$(cat "$WORK/node_modules/openai/package.json" 2>/dev/null | grep -o '"version": *"[0-9]*' | grep -o '[0-9]*$' || true)"
+if [ "$installed" != "5" ]; then
   (cd "$WORK" && { [ -f package.json ] || echo '{"private":true,"type":"module"}' > package.json; } \
-     && npm install --no-audit --no-fund --silent openai@4) || { echo "npm install openai@4 failed"; exit 1; }
+     && npm install --no-audit --no-fund --silent openai@5) || { echo "npm install openai@5 failed"; exit 1; }
 fi
 cp "$HERE/openai_client.mjs" "$WORK/openai_client.mjs"
 TMP="$(mktemp -d)"
