@@ -3,7 +3,10 @@
 #include "core/secure_compare.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
@@ -90,6 +93,44 @@ TEST(ThreadPoolTest, BackToBackSmallJobsRunEachTaskOnce) {
     pool.ParallelFor(n, [&](int64_t t, int) { hits[static_cast<size_t>(t)].fetch_add(1); });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
   }
+}
+
+// A job longer than one job's 16-bit task range runs as several.
+TEST(ThreadPoolTest, LongLoopsRunEveryTaskOnce) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<uint8_t>> hits(200000);
+  pool.ParallelFor(static_cast<int64_t>(hits.size()),
+                   [&](int64_t t, int) { hits[static_cast<size_t>(t)].fetch_add(1); });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+// Each thread starts on its own range (the worker on [50, 100)); a thread that
+// is held up has the rest of its range taken from the far end by the others.
+TEST(ThreadPoolTest, ABusyThreadsRangeIsTakenOver) {
+  ThreadPool pool(2);
+  std::atomic<bool> worker_started{false};
+  std::atomic<int> ran[2] = {0, 0};
+  std::vector<int> worker_tasks;
+  auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    return done();
+  };
+  pool.ParallelFor(100, [&](int64_t t, int thread) {
+    if (thread == 0 && t == 0) {
+      ASSERT_TRUE(wait_for([&] { return worker_started.load(); }));
+    }
+    if (thread == 1) {
+      worker_tasks.push_back(static_cast<int>(t));
+      worker_started = true;
+      // Held until the caller has run everything else.
+      ASSERT_TRUE(wait_for([&] { return ran[0].load() == 99; }));
+    }
+    ran[thread].fetch_add(1);
+  });
+  EXPECT_EQ(ran[0].load(), 99);
+  EXPECT_EQ(ran[1].load(), 1);
+  EXPECT_EQ(worker_tasks, std::vector<int>{50});
 }
 
 TEST(LargeBufferTest, BigBlocksAreHugePageAlignedAndMovesTransferOwnership) {

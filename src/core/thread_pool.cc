@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -19,7 +20,18 @@ inline void CpuRelax() {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+namespace {
+inline uint64_t Pack(uint32_t generation, int64_t begin, int64_t end) {
+  return (static_cast<uint64_t>(generation) << 32) | (static_cast<uint64_t>(begin) << 16) |
+         static_cast<uint64_t>(end);
+}
+inline uint32_t GenerationOf(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+inline int64_t BeginOf(uint64_t w) { return static_cast<int64_t>((w >> 16) & 0xffff); }
+inline int64_t EndOf(uint64_t w) { return static_cast<int64_t>(w & 0xffff); }
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), slots_(new Slot[n_threads_]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -32,45 +44,61 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
+int64_t ThreadPool::Claim(uint32_t generation, int s, bool front) {
+  std::atomic<uint64_t>& range = slots_[s].range;
+  uint64_t w = range.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t c = counter_.load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(c >> 32) != generation) return;  // a newer job
-    const int64_t n = n_tasks_.load(std::memory_order_acquire);
-    const auto* fn = fn_.load(std::memory_order_acquire);
-    const int64_t task = static_cast<int64_t>(c & 0xffffffffu);
-    if (task >= n) return;
-    // Succeeds only while the word still names this job and this task, so
-    // `fn` and `n` (read after the job was published) belong to it.
-    if (!counter_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
-    (*fn)(task, thread_index);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    if (GenerationOf(w) != generation) return -1;  // a newer job
+    const int64_t b = BeginOf(w), e = EndOf(w);
+    if (b >= e) return -1;
+    const uint64_t next = front ? Pack(generation, b + 1, e) : Pack(generation, b, e - 1);
+    // On failure w is reloaded; on success the word still named this job, so
+    // the job cannot end before the claimed task is finished.
+    if (range.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                    std::memory_order_acquire)) {
+      return front ? b : e - 1;
+    }
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
-  if (n_tasks <= 0) return;
-  // Task indices live in the low 32 bits of the counter (0xffffffff = closed).
-  if (n_threads_ == 1 || n_tasks == 1 || n_tasks >= 0xffffffffLL) {
-    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
-    return;
+void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
+  std::atomic<uint64_t>& finished = slots_[thread_index].finished;
+  auto run = [&](int64_t task) {
+    // Read after the claim: the job is current until this task is counted.
+    (*fn_.load(std::memory_order_acquire))(task, thread_index);
+    finished.store(finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  };
+  for (int64_t task; (task = Claim(generation, thread_index, true)) >= 0;) run(task);
+  for (int k = 1; k < n_threads_; ++k) {
+    const int victim = (thread_index + k) % n_threads_;
+    for (int64_t task; (task = Claim(generation, victim, false)) >= 0;) run(task);
   }
+}
+
+void ThreadPool::RunJob(int64_t n_tasks, const Fn& fn) {
   const uint32_t generation = ++generation_;
-  // Close the counter before touching the job's parameters: a worker that
-  // still holds a counter value of the previous job and then reads the new
-  // parameters can no longer claim anything with it (its CAS must fail).
-  counter_.store((static_cast<uint64_t>(generation) << 32) | 0xffffffffu, std::memory_order_seq_cst);
-  n_tasks_.store(n_tasks, std::memory_order_release);
+  // Every earlier task is finished, so the counts are stable now.
+  uint64_t target = static_cast<uint64_t>(n_tasks);
+  for (int i = 0; i < n_threads_; ++i) target += slots_[i].finished.load(std::memory_order_acquire);
   fn_.store(&fn, std::memory_order_release);
-  done_.store(0, std::memory_order_relaxed);
-  counter_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_seq_cst);
+  for (int i = 0; i < n_threads_; ++i) {
+    slots_[i].range.store(
+        Pack(generation, n_tasks * i / n_threads_, n_tasks * (i + 1) / n_threads_),
+        std::memory_order_release);
+  }
+  job_.store(generation, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mu_);  // pairs with the sleeper's predicate check
     wake_.notify_all();
   }
   RunTasks(generation, 0);
+  auto finished = [&] {
+    uint64_t sum = 0;
+    for (int i = 0; i < n_threads_; ++i) sum += slots_[i].finished.load(std::memory_order_acquire);
+    return sum;
+  };
   int spins = 0;
-  while (done_.load(std::memory_order_acquire) != n_tasks) {
+  while (finished() != target) {
     if (++spins < kSpinIterations) {
       CpuRelax();
     } else {
@@ -79,11 +107,29 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, 
   }
 }
 
+void ThreadPool::ParallelFor(int64_t n_tasks, const Fn& fn) {
+  if (n_tasks <= 0) return;
+  if (n_threads_ == 1 || n_tasks == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+    return;
+  }
+  if (n_tasks <= kMaxTasksPerJob) {
+    RunJob(n_tasks, fn);
+    return;
+  }
+  // Task indices of a job fit 16 bits: longer loops run as several jobs.
+  for (int64_t first = 0; first < n_tasks; first += kMaxTasksPerJob) {
+    const int64_t n = std::min(kMaxTasksPerJob, n_tasks - first);
+    const Fn part = [&fn, first](int64_t t, int thread) { fn(first + t, thread); };
+    RunJob(n, part);
+  }
+}
+
 void ThreadPool::WorkerLoop(int thread_index) {
   uint32_t seen = 0;
   for (;;) {
     int spins = 0;
-    auto current = [&] { return static_cast<uint32_t>(counter_.load(std::memory_order_acquire) >> 32); };
+    auto current = [&] { return job_.load(std::memory_order_acquire); };
     while (current() == seen && !stop_.load(std::memory_order_relaxed)) {
       if (++spins < kSpinIterations) {
         CpuRelax();
