@@ -258,6 +258,52 @@ BENCHMARK(BM_AttentionLong)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Long-context generation as the runner splits it (AttentionScores over
+// 512-position chunks of every kv head, then AttentionFromScores): phase two
+// one kv head per task (`runs:0`) or one run of adjacent kv heads per thread
+// (`runs:1`). Same shape as BM_AttentionLong, F16 or F32 keys.
+void BM_AttentionSplit(benchmark::State& state) {
+  const int64_t n_pos = state.range(0);
+  const DType type = BenchKvType(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const bool runs = state.range(3) != 0;
+  const int n_head = 16, n_kv = 8, hd = 128;
+  const int64_t kv_dim = n_kv * hd, chunk = 512, lds = (n_pos + 15) / 16 * 16;
+  std::vector<uint8_t> k, v;
+  FillKvRows(type, kv_dim, n_pos, &k, &v);
+  const size_t rb = RowBytes(type, kv_dim);
+  const KvView kv{type, type, k.data(), v.data(), rb, rb, n_kv, hd};
+  if (!AttentionSplitAvailable(1, n_head, kv)) {
+    state.SkipWithError("the active path has no split phases for this KV type");
+    return;
+  }
+  const std::vector<float> q = RandomVec(n_head * hd, 4);
+  std::vector<float> out(q.size()), s(static_cast<size_t>(n_head * lds));
+  ThreadPool* pool = &Pool(threads);
+  const int64_t np = n_pos, n_chunks = (n_pos + chunk - 1) / chunk;
+  const int parts = runs ? std::min(n_kv, threads) : n_kv;
+  for (auto _ : state) {
+    pool->ParallelFor(n_chunks, [&](int64_t c, int) {
+      AttentionScores(q.data(), n_head * hd, 1, n_head, kv, &np, c * chunk, (c + 1) * chunk,
+                      0.088f, s.data(), lds);
+    });
+    pool->ParallelFor(parts, [&](int64_t part, int) {
+      AttentionFromScores(1, n_head, kv, &np, static_cast<int>(n_kv * part / parts),
+                          static_cast<int>(n_kv * (part + 1) / parts), s.data(), lds, out.data(),
+                          n_head * hd);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(IsaName(ActiveIsa())) + " " + DTypeLowerName(type));
+  state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(rb) * n_pos * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionSplit)
+    ->ArgsProduct({{16384, 32768}, {0, 1}, {1, 2}, {0, 1}})
+    ->ArgNames({"pos", "kv", "threads", "runs"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 void BM_SwiGlu(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> g = RandomVec(n, 5), u = RandomVec(n, 6);

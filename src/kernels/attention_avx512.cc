@@ -190,27 +190,31 @@ float ExpAndSum(float* s, int64_t n) {
 // out[i] = inv[i] * sum_{p < n_pos[i]} s[i][p] * v_p for NR rows, 16 W dims
 // per pass over the rows (W = 8 for one or two rows: a 128-dim head in one
 // pass, so each V row is fetched once); rows that end earlier stop their own
-// chain there. Each output element is one FMA chain over p whatever W is.
-template <class L, int NR, int W>
-void WeightedSumPass(const RowSet& rs, const uint8_t* v, size_t rb, int hd, int d0,
-                     const float* inv, int64_t n_min) {
-  __mmask16 m[W];
+// chain there. Each output element is one FMA chain over p whatever W is,
+// and however the positions shared by every row are cut into spans.
+
+// Lane masks of the W vectors of dims [d0, d0 + 16 W) of a hd-dim head.
+template <int W>
+inline void PassMasks(int hd, int d0, __mmask16 (&m)[W]) {
   for (int j = 0; j < W; ++j) {
     const int rem = hd - d0 - 16 * j;
     m[j] = rem >= 16 ? static_cast<__mmask16>(0xFFFF) : (rem > 0 ? FirstLanes(rem) : 0);
   }
-  __m512 acc[NR][W];
-  for (int i = 0; i < NR; ++i) {
-    for (int j = 0; j < W; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  // The rows are strided by the other kv heads: fetch kAhead rows ahead, every
-  // line of this pass's slice.
+}
+
+// acc[i][j] continues its chain over positions [pb, pe), which every row has.
+// The rows are strided by the other kv heads: rows kAhead ahead (below
+// n_fetch) are fetched, every line of this pass's slice.
+template <class L, int NR, int W>
+inline void WeightedSumSpan(const RowSet& rs, const uint8_t* v, size_t rb, int d0,
+                            const __mmask16 (&m)[W], int64_t pb, int64_t pe, int64_t n_fetch,
+                            __m512 (&acc)[NR][W]) {
   constexpr int64_t kAhead = 24;
   const int lines = (W * L::kBytesPer16 + 63) / 64 + 1;
   const size_t slice = static_cast<size_t>(d0) * L::kBytesPer16 / 16;
-  const uint8_t* row = v;
-  const int64_t ahead = n_min - kAhead;
-  for (int64_t p = 0; p < n_min; ++p, row += rb) {
+  const uint8_t* row = v + static_cast<size_t>(pb) * rb;
+  const int64_t ahead = n_fetch - kAhead;
+  for (int64_t p = pb; p < pe; ++p, row += rb) {
     if (p < ahead) {
       const char* r = reinterpret_cast<const char*>(row + kAhead * rb) + slice;
       for (int l = 0; l < lines; ++l) _mm_prefetch(r + 64 * l, _MM_HINT_T0);
@@ -225,6 +229,13 @@ void WeightedSumPass(const RowSet& rs, const uint8_t* v, size_t rb, int hd, int 
       for (int j = 0; j < W; ++j) acc[i][j] = _mm512_fmadd_ps(e, vv[j], acc[i][j]);
     }
   }
+}
+
+// Each row's chain past the shared positions [0, n_min), then 1 / sum.
+template <class L, int NR, int W>
+inline void FinishPass(const RowSet& rs, const uint8_t* v, size_t rb, int d0,
+                       const __mmask16 (&m)[W], const float* inv, int64_t n_min,
+                       const __m512 (&acc)[NR][W]) {
   for (int i = 0; i < NR; ++i) {
     __m512 a[W];
     for (int j = 0; j < W; ++j) a[j] = acc[i][j];
@@ -238,6 +249,57 @@ void WeightedSumPass(const RowSet& rs, const uint8_t* v, size_t rb, int hd, int 
       _mm512_mask_storeu_ps(rs.out[i] + d0 + 16 * j, m[j], _mm512_mul_ps(a[j], iv));
   }
 }
+
+template <class L, int NR, int W>
+void WeightedSumPass(const RowSet& rs, const uint8_t* v, size_t rb, int hd, int d0,
+                     const float* inv, int64_t n_min) {
+  __mmask16 m[W];
+  PassMasks<W>(hd, d0, m);
+  __m512 acc[NR][W];
+  for (int i = 0; i < NR; ++i) {
+    for (int j = 0; j < W; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  WeightedSumSpan<L, NR, W>(rs, v, rb, d0, m, 0, n_min, n_min, acc);
+  FinishPass<L, NR, W>(rs, v, rb, d0, m, inv, n_min, acc);
+}
+
+// WeightedSumPass for the sets of several kv heads (V of set k at v[k]) at
+// once: the shared positions go kHeadsSpan at a time, every set in turn, so
+// V is read in runs of the sets' adjacent head slices instead of one head's
+// slice strided by the others. The accumulators wait in `acc` (n_sets x NR x
+// W vectors) between spans: the same chains, the same bits.
+template <class L, int NR, int W>
+void WeightedSumPassHeads(const RowSet* sets, int n_sets, const uint8_t* const* v, size_t rb,
+                          int hd, int d0, const float (*inv)[kRowTile], int64_t n_min,
+                          __m512* acc) {
+  constexpr int64_t kHeadsSpan = 64;
+  __mmask16 m[W];
+  PassMasks<W>(hd, d0, m);
+  for (int64_t i = 0; i < static_cast<int64_t>(n_sets) * NR * W; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t pb = 0; pb < n_min; pb += kHeadsSpan) {
+    const int64_t pe = n_min - pb < kHeadsSpan ? n_min : pb + kHeadsSpan;
+    for (int k = 0; k < n_sets; ++k) {
+      __m512 a[NR][W];
+      __m512* mem = acc + static_cast<int64_t>(k) * NR * W;
+      for (int i = 0; i < NR; ++i) {
+        for (int j = 0; j < W; ++j) a[i][j] = mem[i * W + j];
+      }
+      WeightedSumSpan<L, NR, W>(sets[k], v[k], rb, d0, m, pb, pe, n_min, a);
+      for (int i = 0; i < NR; ++i) {
+        for (int j = 0; j < W; ++j) mem[i * W + j] = a[i][j];
+      }
+    }
+  }
+  for (int k = 0; k < n_sets; ++k) {
+    __m512 a[NR][W];
+    const __m512* mem = acc + static_cast<int64_t>(k) * NR * W;
+    for (int i = 0; i < NR; ++i) {
+      for (int j = 0; j < W; ++j) a[i][j] = mem[i * W + j];
+    }
+    FinishPass<L, NR, W>(sets[k], v[k], rb, d0, m, inv[k], n_min, a);
+  }
+}
+
 template <class L, int NR>
 void WeightedSumFew(const RowSet& rs, const uint8_t* v, size_t rb, int hd, const float* inv) {
   int64_t n_min = INT64_MAX;
@@ -555,6 +617,35 @@ void FromScoresOf(RowSet& rs, const HeadKv& kv, int hd) {
              [&](auto l) { WeightedSumFew<decltype(l), NR>(rs, kv.v, kv.v_rb, hd, inv); });
 }
 
+// FromScoresOf for the sets of adjacent kv heads (WeightedSumPassHeads).
+constexpr int kMaxHeadsSets = 16;
+template <int NR>
+void FromScoresOfHeads(RowSet* sets, int n_sets, const uint8_t* const* v, DType v_type, size_t rb,
+                       int hd) {
+  float inv[kMaxHeadsSets][kRowTile];
+  int64_t n_min = INT64_MAX;
+  for (int k = 0; k < n_sets; ++k) {
+    for (int i = 0; i < NR; ++i) {
+      const RowSet& rs = sets[k];
+      inv[k][i] = rs.n_pos[i] > 0 ? 1.0f / ExpAndSum(rs.s[i], rs.n_pos[i]) : 0.0f;
+      n_min = rs.n_pos[i] < n_min ? rs.n_pos[i] : n_min;
+    }
+  }
+  constexpr int kW = NR <= 2 ? 8 : 4;
+  auto* acc = static_cast<__m512*>(
+      avx512::ThreadScratch(static_cast<size_t>(n_sets) * NR * kW * sizeof(__m512)));
+  WithLoader(v_type, [&](auto l) {
+    using L = decltype(l);
+    for (int d0 = 0; d0 < hd; d0 += 16 * kW) {
+      if (hd - d0 <= 64) {
+        WeightedSumPassHeads<L, NR, 4>(sets, n_sets, v, rb, hd, d0, inv, n_min, acc);
+      } else {
+        WeightedSumPassHeads<L, NR, kW>(sets, n_sets, v, rb, hd, d0, inv, n_min, acc);
+      }
+    }
+  });
+}
+
 int GroupOf(int n_head, const KvView& kv) {
   const int n_kv = kv.n_kv_head > 0 ? kv.n_kv_head : 1;
   return n_head >= n_kv ? n_head / n_kv : 1;
@@ -614,6 +705,35 @@ void AttentionFromScoresAvx512(int64_t n_q, int n_head, const KvView& kv, const 
   const size_t v_head = RowBytes(kv.v_type, hd);
   int64_t n_max = 0;
   for (int64_t i = 0; i < n_q; ++i) n_max = n_pos[i] > n_max ? n_pos[i] : n_max;
+  if (kv1 > kv0 + 1 && n_max > 0) {
+    // Every set has the same queries, hence the same row count.
+    RowSet sets[kMaxHeadsSets];
+    const uint8_t* v[kMaxHeadsSets];
+    int n_sets = 0;
+    for (int kvh = kv0; kvh < kv1 && kvh * group < n_head; ++kvh) {
+      if (n_sets == kMaxHeadsSets) {  // the rest in further calls of at most as many
+        AttentionFromScoresAvx512(n_q, n_head, kv, n_pos, kvh, kv1, s, lds, out, ldo);
+        break;
+      }
+      sets[n_sets] = FewSet(nullptr, 0, n_q, n_head, group, kvh, hd, n_pos, s, lds, 0, out, ldo);
+      v[n_sets++] = kv.v + static_cast<size_t>(kvh) * v_head;
+    }
+    switch (sets[0].n) {
+      case 4:
+        FromScoresOfHeads<4>(sets, n_sets, v, kv.v_type, kv.v_row_bytes, hd);
+        break;
+      case 3:
+        FromScoresOfHeads<3>(sets, n_sets, v, kv.v_type, kv.v_row_bytes, hd);
+        break;
+      case 2:
+        FromScoresOfHeads<2>(sets, n_sets, v, kv.v_type, kv.v_row_bytes, hd);
+        break;
+      default:
+        FromScoresOfHeads<1>(sets, n_sets, v, kv.v_type, kv.v_row_bytes, hd);
+        break;
+    }
+    return;
+  }
   for (int kvh = kv0; kvh < kv1 && kvh * group < n_head; ++kvh) {
     RowSet rs = FewSet(nullptr, 0, n_q, n_head, group, kvh, hd, n_pos, s, lds, 0, out, ldo);
     if (n_max <= 0) {

@@ -40,9 +40,10 @@ struct Case {
 };
 
 TEST_P(AttentionSplitTest, PhasesGiveAttentionRowsBytes) {
-  const Case cases[] = {{16, 8, 128, {1500}}, {9, 3, 64, {1041}}, {4, 2, 40, {100, 77}},
-                        {8, 2, 128, {300}},   {2, 2, 80, {1}},    {6, 2, 64, {0}},
-                        {4, 4, 96, {33, 35}}, {3, 1, 48, {64}},   {1, 1, 200, {250}}};
+  const Case cases[] = {{16, 8, 128, {1500}}, {9, 3, 64, {1041}},       {4, 2, 40, {100, 77}},
+                        {8, 2, 128, {300}},   {2, 2, 80, {1}},          {6, 2, 64, {0}},
+                        {4, 4, 96, {33, 35}}, {3, 1, 48, {64}},         {1, 1, 200, {250}},
+                        {20, 20, 64, {700}},  {40, 20, 128, {130, 129}}};
   const std::pair<DType, DType> plain[] = {{DType::kF16, DType::kF16}, {DType::kF32, DType::kF32}};
   const std::pair<DType, DType> quant[] = {{DType::kQ8_0, DType::kQ8_0},
                                            {DType::kQ4_0, DType::kQ4_0},
@@ -88,13 +89,27 @@ TEST_P(AttentionSplitTest, PhasesGiveAttentionRowsBytes) {
           AttentionScores(q.data(), q_dim, n_q, c.n_head, kv, c.n_pos.data(), p0, p0 + chunk, 0.3f,
                           s.data(), lds);
         }
-        std::vector<float> got(want.size(), -2.0f);
-        for (int h = 0; h < c.n_kv; ++h) {  // one kv head per call, as the runner's tasks
-          AttentionFromScores(n_q, c.n_head, kv, c.n_pos.data(), h, h + 1, s.data(), lds,
-                              got.data(), q_dim);
+        // Phase two one kv head per call, all of them in one, and in two runs
+        // of adjacent heads (as the runner's tasks): each from fresh scores.
+        const int splits[][3] = {{0, 0, 0}, {0, c.n_kv, c.n_kv}, {0, c.n_kv / 2, c.n_kv}};
+        for (int way = 0; way < 3; ++way) {
+          std::vector<float> sw = s;
+          std::vector<float> got(want.size(), -2.0f);
+          if (way == 0) {
+            for (int h = 0; h < c.n_kv; ++h) {
+              AttentionFromScores(n_q, c.n_head, kv, c.n_pos.data(), h, h + 1, sw.data(), lds,
+                                  got.data(), q_dim);
+            }
+          } else {
+            for (int r = 0; r < 2; ++r) {
+              AttentionFromScores(n_q, c.n_head, kv, c.n_pos.data(), splits[way][r],
+                                  splits[way][r + 1], sw.data(), lds, got.data(), q_dim);
+            }
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4))
+              << "chunk " << chunk << " way " << way;
+          ++checked;
         }
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << "chunk " << chunk;
-        ++checked;
       }
     }
   }

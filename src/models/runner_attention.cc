@@ -66,8 +66,10 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     const Planned& plan = plan_[static_cast<size_t>(i)];
     const int64_t pos = plan.pos;
     if (c.use_rope && !c.rope_sections.empty()) {
-      kernels::RopeMulti(q, lc.n_head, static_cast<int>(hd), c.rope, c.rope_sections.data(), plan.rope);
-      kernels::RopeMulti(k, lc.n_kv_head, static_cast<int>(hd), c.rope, c.rope_sections.data(), plan.rope);
+      kernels::RopeMulti(q, lc.n_head, static_cast<int>(hd), c.rope, c.rope_sections.data(),
+                         plan.rope);
+      kernels::RopeMulti(k, lc.n_kv_head, static_cast<int>(hd), c.rope, c.rope_sections.data(),
+                         plan.rope);
     } else if (c.use_rope) {
       kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, plan.rope.t);
       kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, plan.rope.t);
@@ -125,7 +127,7 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
 // Generation over long contexts (kernels.h AttentionScores): F16 or F32 keys,
 // every tile few rows per kv head and some tile past kSplitMinPos positions. Phase one
 // spreads position ranges of every tile over the threads (each reads whole K
-// rows), phase two the (tile, kv head) pairs. The same bits as AttentionRows.
+// rows), phase two runs of adjacent kv heads per tile. The same bits as AttentionRows.
 bool Runner::SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale) {
   constexpr int64_t kSplitMinPos = 1024;  // below it one pass per kv head is as fast
   constexpr int64_t kChunk = 512;         // positions per phase-one task (a multiple of 16)
@@ -171,12 +173,16 @@ bool Runner::SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_
                              view_of(t), np, p0, p0 + kChunk, scale,
                              &scores_[static_cast<size_t>((task / n_chunks) * tile_floats)], lds);
   });
-  pool_.ParallelFor(n_tiles * n_kv_head, [&](int64_t task, int) {
-    const int64_t ti = task / n_kv_head;
+  // Phase two: each thread a run of adjacent kv heads, read a span of
+  // positions at a time across the run.
+  const int parts = std::min(n_kv_head, pool_.n_threads());
+  pool_.ParallelFor(n_tiles * parts, [&](int64_t task, int) {
+    const int64_t ti = task / parts;
     const QueryTile& t = query_tiles_[static_cast<size_t>(ti)];
-    const int kvh = static_cast<int>(task % n_kv_head);
+    const auto part = static_cast<int>(task % parts);
     kernels::AttentionFromScores(t.n_q, n_head, view_of(t), &n_pos_[static_cast<size_t>(t.first)],
-                                 kvh, kvh + 1, &scores_[static_cast<size_t>(ti * tile_floats)], lds,
+                                 n_kv_head * part / parts, n_kv_head * (part + 1) / parts,
+                                 &scores_[static_cast<size_t>(ti * tile_floats)], lds,
                                  &att_[static_cast<size_t>(t.first * q_dim)], q_dim);
   });
   return true;
