@@ -3,20 +3,31 @@
 // product. Calls of fewer than kPanelMinTokens tokens run register tiles on
 // the stored weights (decode); longer ones pack each group of kPanelRows rows
 // once into a panel (bytes interleaved so one vpdpbusd covers 4 values x 16
-// rows) and run every token tile over it. Both routes give the same bits;
-// this only picks the faster one.
+// rows) and run token tiles over pairs of panels (32 rows; a last odd panel
+// alone). Both routes give the same bits; this only picks the faster one.
+//
+// The reduction over blocks is cut into passes of a few blocks, so the
+// panels' blocks of one pass stay in L1 while every token tile of the call
+// reads them; between passes a tile's f32 accumulators wait in y. Each
+// output element still takes its blocks' f32 steps in block order, from
+// 0.0f, whatever the pass length or tile (batch invariance).
 //
 // A kernel family K provides
 //   using Act = ...;   // activation block type (Q8KBlock, Q8Block32)
 //   using Panel = ...; // one block of kPanelRows packed rows
+//   static constexpr int kAuxInts;  // per (token, block) int32s of PrepareTokens
+//   static constexpr int kPairTokens, kSingleTokens;  // token tiles for 2 / 1 panels
 //   template <int RM, int RN> static void Tile(w, row_bytes, n_blocks, a, lda, y, ldy);
 //   static void Pack(w, row_bytes, rows, n_blocks, Panel* p);  // rows <= kPanelRows
-//   template <int RN> static void PanelTile(p, n_blocks, a, lda, rows, y, ldy);
+//   static void PrepareTokens(a, lda, n_tokens, n_blocks, int32_t* aux);  // aux[block][token][]
+//   template <int NP, int RN> static void PanelTile(const PanelPass<K>&, t, int rows, y, ldy);
 // Include only from files compiled with the AVX-512 flags (internal linkage).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/simd_avx512.h"
 #include "kernels/tile_sweep.h"
@@ -25,8 +36,23 @@ namespace mx::kernels::internal {
 namespace {
 
 constexpr int kPanelRows = 16;
-constexpr int64_t kPanelMinTokens = 12;  // calls with at least this many tokens pack panels
-constexpr int kPanelTokens = 8;          // tokens per panel tile
+constexpr int64_t kPanelMinTokens = 12;       // calls with at least this many tokens pack panels
+constexpr size_t kPassPanelBytes = 24 << 10;  // panel bytes one pass reads (half of L1)
+constexpr size_t kChunkActBytes = 256 << 10;  // activation bytes of one token chunk (in L2)
+constexpr int64_t kChunkMultiple = 24;        // token chunks are multiples of every tile
+
+// One pass of token tiles over NP panels: blocks [ib0, ib0 + n_blocks).
+template <class K>
+struct PanelPass {
+  const typename K::Panel* p;  // the first panel's block ib0; panel n at p + n * panel_stride
+  int64_t panel_stride;        // blocks per panel
+  int64_t n_blocks;
+  const typename K::Act* a;  // token 0's block ib0; token t at a + t * lda
+  int64_t lda;
+  const int32_t* aux;  // K::PrepareTokens' ints of block ib0, token 0
+  int64_t aux_stride;  // ints from one block's aux to the next's
+  bool first;          // true: accumulators start at 0; false: they are read from y
+};
 
 template <class K>
 struct DecodeTiles {
@@ -44,18 +70,15 @@ struct DecodeTiles {
   }
 };
 
-template <class K>
+template <class K, int NP>
 struct PanelTiles {
-  const typename K::Panel* p;
-  int64_t n_blocks;
-  const typename K::Act* a;
-  int64_t lda;
-  int rows;
+  const PanelPass<K>* pass;
+  int rows;  // rows of the NP panels that exist (the rest are padding)
   float* y;
   int64_t ldy;
   template <int RN>
   void Run(int64_t t) const {
-    K::template PanelTile<RN>(p, n_blocks, a + t * lda, lda, rows, y + t * ldy, ldy);
+    K::template PanelTile<NP, RN>(*pass, t, rows, y + t * ldy, ldy);
   }
 };
 
@@ -69,8 +92,12 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
   }
   using Panel = typename K::Panel;
   const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
-  Panel* panel = static_cast<Panel*>(
-      avx512::ThreadScratch(static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel)));
+  const size_t panel_bytes = static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel);
+  const size_t aux_bytes = static_cast<size_t>(n_tokens * n_blocks * K::kAuxInts) * 4;
+  auto* scratch = static_cast<uint8_t*>(avx512::ThreadScratch(panel_bytes + aux_bytes));
+  Panel* panel = reinterpret_cast<Panel*>(scratch);
+  int32_t* aux = reinterpret_cast<int32_t*>(scratch + panel_bytes);
+  K::PrepareTokens(a, lda, n_tokens, n_blocks, aux);
   auto group_rows = [&](int64_t g) {
     const int64_t left = n_rows - g * kPanelRows;
     return static_cast<int>(left < kPanelRows ? left : kPanelRows);
@@ -79,9 +106,38 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
     K::Pack(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, group_rows(g), n_blocks,
             panel + g * n_blocks);
   }
-  for (int64_t g = 0; g < n_groups; ++g) {
-    SweepTokens<kPanelTokens>(n_tokens, PanelTiles<K>{panel + g * n_blocks, n_blocks, a, lda,
-                                                      group_rows(g), y + g * kPanelRows, ldy});
+  // Token chunks whose activations stay in L2 while every panel pair reads them.
+  const int64_t aux_stride = n_tokens * K::kAuxInts;
+  const int64_t chunk = std::max<int64_t>(
+      kChunkMultiple, static_cast<int64_t>(kChunkActBytes / (n_blocks * sizeof(typename K::Act))) /
+                          kChunkMultiple * kChunkMultiple);
+  auto run = [&](int64_t g, int64_t t0, int64_t nt, auto np) {
+    constexpr int kNp = decltype(np)::value;
+    const int rows = static_cast<int>(std::min<int64_t>(n_rows - g * kPanelRows, kNp * kPanelRows));
+    const int64_t pass_blocks =
+        std::max<int64_t>(1, static_cast<int64_t>(kPassPanelBytes / (kNp * sizeof(Panel))));
+    float* yg = y + t0 * ldy + g * kPanelRows;
+    for (int64_t ib = 0; ib < n_blocks; ib += pass_blocks) {
+      const PanelPass<K> pass{panel + g * n_blocks + ib,
+                              n_blocks,
+                              std::min(pass_blocks, n_blocks - ib),
+                              a + t0 * lda + ib,
+                              lda,
+                              aux + ib * aux_stride + t0 * K::kAuxInts,
+                              aux_stride,
+                              ib == 0};
+      if constexpr (kNp == 2) {
+        SweepTokens<K::kPairTokens>(nt, PanelTiles<K, 2>{&pass, rows, yg, ldy});
+      } else {
+        SweepTokens<K::kSingleTokens>(nt, PanelTiles<K, 1>{&pass, rows, yg, ldy});
+      }
+    }
+  };
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+    const int64_t nt = std::min(chunk, n_tokens - t0);
+    int64_t g = 0;
+    for (; g + 2 <= n_groups; g += 2) run(g, t0, nt, std::integral_constant<int, 2>{});
+    if (g < n_groups) run(g, t0, nt, std::integral_constant<int, 1>{});
   }
 }
 
