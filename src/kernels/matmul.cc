@@ -21,10 +21,12 @@
 namespace mx::kernels {
 namespace {
 
-constexpr int64_t kTokenBlock = 96;          // tokens per task above the decode sizes
-constexpr int64_t kIntTokenBlock = 512;      // the same for the integer path
-constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
-constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
+constexpr int64_t kTokenBlock = 96;      // tokens per task above the decode sizes
+constexpr int64_t kIntTokenBlock = 512;  // the same for the integer path
+constexpr int64_t kMaxRowBlock = 64;     // rows per task at most
+constexpr int64_t kRowAlign = 8;         // row blocks are multiples of this
+constexpr int64_t kIntRowAlign = 32;     // the same for integer prompts (pairs of 16-row panels)
+constexpr int64_t kIntPanelTokens = 12;  // from this many tokens the integer kernels pack panels
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
 constexpr int64_t kTasksPerThread = 8;       // enough tasks for the dynamic counter to balance
 
@@ -115,7 +117,9 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   s.panel_stride = (n_cols + 15) / 16 * 16;
   const int64_t want_row_blocks =
       std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks));
-  int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), kRowAlign) * kRowAlign;
+  const int64_t align =
+      s.act != Act::kF32 && j.n_tokens >= kIntPanelTokens ? kIntRowAlign : kRowAlign;
+  int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), align) * align;
   int64_t max_rows = kMaxRowBlock;
   if (!s.try_direct) {
     max_rows =
@@ -153,9 +157,9 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
     if (act == Act::kF32) continue;
     const int64_t n_blocks = j.w.n_cols / ActBlockValues(act);
     size_t k = 0;
-    while (k < n_inputs && !(inputs[k].x == j.x && inputs[k].ldx == j.ldx &&
-                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks &&
-                             inputs[k].act == act))
+    while (k < n_inputs &&
+           !(inputs[k].x == j.x && inputs[k].ldx == j.ldx && inputs[k].n_tokens == j.n_tokens &&
+             inputs[k].n_blocks == n_blocks && inputs[k].act == act))
       ++k;
     if (k == n_inputs) {
       const int a = static_cast<int>(act);

@@ -272,6 +272,7 @@ template <int kType>
 struct Blocks32 {
   using Act = Q8Block32;
   using Panel = Panel32;
+  static constexpr size_t kBlockBytes = kBytes32<kType>;
   static constexpr int kAuxInts = 0;
   static constexpr int kPairTokens = 4, kSingleTokens = 8;
   template <int RM, int RN>

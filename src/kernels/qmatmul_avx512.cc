@@ -427,6 +427,7 @@ template <int kType>
 struct KQuants {
   using Act = Q8KBlock;
   using Panel = PanelBlock;
+  static constexpr size_t kBlockBytes = internal::kBlockBytes<kType>;
   static constexpr int kAuxInts = kAuxK<kType>;
   static constexpr int kPairTokens = 6, kSingleTokens = 8;
   template <int RM, int RN>

@@ -16,6 +16,7 @@
 //   using Act = ...;   // activation block type (Q8KBlock, Q8Block32)
 //   using Panel = ...; // one block of kPanelRows packed rows
 //   static constexpr int kAuxInts;  // per (token, block) int32s of PrepareTokens
+//   static constexpr size_t kBlockBytes;  // bytes of one stored weight block
 //   static constexpr int kPairTokens, kSingleTokens;  // token tiles for 2 / 1 panels
 //   template <int RM, int RN> static void Tile(w, row_bytes, n_blocks, a, lda, y, ldy);
 //   static void Pack(w, row_bytes, rows, n_blocks, Panel* p);  // rows <= kPanelRows
@@ -102,10 +103,21 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
     const int64_t left = n_rows - g * kPanelRows;
     return static_cast<int>(left < kPanelRows ? left : kPanelRows);
   };
-  for (int64_t g = 0; g < n_groups; ++g) {
+  auto pack = [&](int64_t g) {
     K::Pack(w + static_cast<size_t>(g * kPanelRows) * row_bytes, row_bytes, group_rows(g), n_blocks,
             panel + g * n_blocks);
-  }
+  };
+  // The stored rows of groups [g, g + 2) towards L2, while the tiles of the
+  // groups before them run (packing them is then no wait on memory).
+  auto prefetch = [&](int64_t g) {
+    const int64_t r1 = std::min<int64_t>(n_rows, (g + 2) * kPanelRows);
+    const size_t bytes = static_cast<size_t>(n_blocks) * K::kBlockBytes;
+    for (int64_t r = g * kPanelRows; r < r1; ++r) {
+      const char* row = reinterpret_cast<const char*>(w + static_cast<size_t>(r) * row_bytes);
+      for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
+      _mm_prefetch(row + bytes - 1, _MM_HINT_T1);
+    }
+  };
   // Token chunks whose activations stay in L2 while every panel pair reads them.
   const int64_t aux_stride = n_tokens * K::kAuxInts;
   const int64_t chunk = std::max<int64_t>(
@@ -133,11 +145,21 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
       }
     }
   };
+  // The first chunk packs each pair of groups right before its tiles.
   for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
     const int64_t nt = std::min(chunk, n_tokens - t0);
-    int64_t g = 0;
-    for (; g + 2 <= n_groups; g += 2) run(g, t0, nt, std::integral_constant<int, 2>{});
-    if (g < n_groups) run(g, t0, nt, std::integral_constant<int, 1>{});
+    for (int64_t g = 0; g < n_groups; g += 2) {
+      if (t0 == 0) {
+        pack(g);
+        if (g + 1 < n_groups) pack(g + 1);
+        if (g + 2 < n_groups) prefetch(g + 2);
+      }
+      if (g + 1 < n_groups) {
+        run(g, t0, nt, std::integral_constant<int, 2>{});
+      } else {
+        run(g, t0, nt, std::integral_constant<int, 1>{});
+      }
+    }
   }
 }
 
