@@ -21,12 +21,12 @@
 namespace mx::kernels {
 namespace {
 
-constexpr int64_t kTokenBlock = 96;      // tokens per task above the decode sizes
-constexpr int64_t kIntTokenBlock = 512;  // the same for the integer path
-constexpr int64_t kMaxRowBlock = 64;     // rows per task at most
-constexpr int64_t kRowAlign = 8;         // row blocks are multiples of this
-constexpr int64_t kIntRowAlign = 32;     // the same for integer prompts (pairs of 16-row panels)
-constexpr int64_t kIntPanelTokens = 12;  // from this many tokens the integer kernels pack panels
+constexpr int64_t kTokenBlock = 96;          // tokens per task above the decode sizes
+constexpr int64_t kIntTokenBlock = 512;      // the same for the integer path
+constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
+constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
+constexpr int64_t kIntRowAlign = 32;         // integer prompts: pairs of 16-row panels
+constexpr int64_t kIntPanelTokens = 12;      // integer kernels pack panels from this many tokens
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
 constexpr int64_t kTasksPerThread = 8;       // enough tasks for the dynamic counter to balance
 
@@ -157,9 +157,9 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
     if (act == Act::kF32) continue;
     const int64_t n_blocks = j.w.n_cols / ActBlockValues(act);
     size_t k = 0;
-    while (k < n_inputs &&
-           !(inputs[k].x == j.x && inputs[k].ldx == j.ldx && inputs[k].n_tokens == j.n_tokens &&
-             inputs[k].n_blocks == n_blocks && inputs[k].act == act))
+    while (k < n_inputs && !(inputs[k].x == j.x && inputs[k].ldx == j.ldx &&
+                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks &&
+                             inputs[k].act == act))
       ++k;
     if (k == n_inputs) {
       const int a = static_cast<int>(act);
