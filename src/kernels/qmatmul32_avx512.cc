@@ -198,7 +198,7 @@ void Pack32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Pane
 }
 
 // NP panels (16 rows each) x RN tokens over one pass; the first `rows` rows
-// exist. y: token t0's row 0 (the pass's accumulators when !pass.first).
+// exist; the sums go to y (token t0's row 0).
 template <int kType, class Pass, int NP, int RN>
 __attribute__((noinline)) void PanelTile32(const Pass& pass, int64_t t0, int rows, float* y,
                                            int64_t ldy) {
@@ -209,8 +209,10 @@ __attribute__((noinline)) void PanelTile32(const Pass& pass, int64_t t0, int row
     store[n] = FirstLanes(std::clamp(rows - kPanelRows * n, 0, kPanelRows));
 #pragma GCC unroll 8
     for (int t = 0; t < RN; ++t) {
-      acc[n][t] = pass.first ? _mm512_setzero_ps()
-                             : _mm512_maskz_loadu_ps(store[n], y + t * ldy + kPanelRows * n);
+      acc[n][t] =
+          pass.acc == nullptr
+              ? _mm512_setzero_ps()
+              : _mm512_maskz_loadu_ps(store[n], pass.acc + (t0 + t) * kAccFloats + kPanelRows * n);
     }
   }
   const Panel32* p = pass.p;

@@ -37,10 +37,11 @@ namespace mx::kernels::internal {
 namespace {
 
 constexpr int kPanelRows = 16;
-constexpr int64_t kPanelMinTokens = 12;       // calls with at least this many tokens pack panels
-constexpr size_t kPassPanelBytes = 24 << 10;  // panel bytes one pass reads (half of L1)
-constexpr size_t kChunkActBytes = 256 << 10;  // activation bytes of one token chunk (in L2)
-constexpr int64_t kChunkMultiple = 24;        // token chunks are multiples of every tile
+constexpr int64_t kPanelMinTokens = 12;         // calls with at least this many tokens pack panels
+constexpr size_t kPassPanelBytes = 24 << 10;    // panel bytes one pass reads (half of L1)
+constexpr size_t kChunkActBytes = 256 << 10;    // activation bytes of one token chunk (in L2)
+constexpr int64_t kChunkMultiple = 24;          // token chunks are multiples of every tile
+constexpr int64_t kAccFloats = 2 * kPanelRows;  // partial sums per token between passes
 
 // One pass of token tiles over NP panels: blocks [ib0, ib0 + n_blocks).
 template <class K>
@@ -52,7 +53,9 @@ struct PanelPass {
   int64_t lda;
   const int32_t* aux;  // K::PrepareTokens' ints of block ib0, token 0
   int64_t aux_stride;  // ints from one block's aux to the next's
-  bool first;          // true: accumulators start at 0; false: they are read from y
+  // Null on the first pass (accumulators start at 0.0f), else token t's
+  // partial sums of the earlier passes at acc + t * kAccFloats.
+  const float* acc;
 };
 
 template <class K>
@@ -75,7 +78,7 @@ template <class K, int NP>
 struct PanelTiles {
   const PanelPass<K>* pass;
   int rows;  // rows of the NP panels that exist (the rest are padding)
-  float* y;
+  float* y;  // the pass's sums: the partial sums' buffer, or the output after the last pass
   int64_t ldy;
   template <int RN>
   void Run(int64_t t) const {
@@ -95,9 +98,18 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
   const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
   const size_t panel_bytes = static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel);
   const size_t aux_bytes = static_cast<size_t>(n_tokens * n_blocks * K::kAuxInts) * 4;
-  auto* scratch = static_cast<uint8_t*>(avx512::ThreadScratch(panel_bytes + aux_bytes));
+  // Token chunks whose activations stay in L2 while every panel pair reads them.
+  const int64_t chunk = std::max<int64_t>(
+      kChunkMultiple, static_cast<int64_t>(kChunkActBytes / (n_blocks * sizeof(typename K::Act))) /
+                          kChunkMultiple * kChunkMultiple);
+  // Partial sums between passes wait in a buffer of their own: in y (rows
+  // often a multiple of 1024 apart) the next tile's loads would alias the
+  // last tile's stores in the 4 KiB the CPU compares.
+  const size_t acc_bytes = static_cast<size_t>(std::min(chunk, n_tokens) * kAccFloats) * 4;
+  auto* scratch = static_cast<uint8_t*>(avx512::ThreadScratch(panel_bytes + aux_bytes + acc_bytes));
   Panel* panel = reinterpret_cast<Panel*>(scratch);
   int32_t* aux = reinterpret_cast<int32_t*>(scratch + panel_bytes);
+  float* acc = reinterpret_cast<float*>(scratch + panel_bytes + aux_bytes);
   K::PrepareTokens(a, lda, n_tokens, n_blocks, aux);
   auto group_rows = [&](int64_t g) {
     const int64_t left = n_rows - g * kPanelRows;
@@ -118,11 +130,7 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
       _mm_prefetch(row + bytes - 1, _MM_HINT_T1);
     }
   };
-  // Token chunks whose activations stay in L2 while every panel pair reads them.
   const int64_t aux_stride = n_tokens * K::kAuxInts;
-  const int64_t chunk = std::max<int64_t>(
-      kChunkMultiple, static_cast<int64_t>(kChunkActBytes / (n_blocks * sizeof(typename K::Act))) /
-                          kChunkMultiple * kChunkMultiple);
   auto run = [&](int64_t g, int64_t t0, int64_t nt, auto np) {
     constexpr int kNp = decltype(np)::value;
     const int rows = static_cast<int>(std::min<int64_t>(n_rows - g * kPanelRows, kNp * kPanelRows));
@@ -137,11 +145,14 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
                               lda,
                               aux + ib * aux_stride + t0 * K::kAuxInts,
                               aux_stride,
-                              ib == 0};
+                              ib == 0 ? nullptr : acc};
+      const bool last = ib + pass_blocks >= n_blocks;
+      float* out = last ? yg : acc;
+      const int64_t ld_out = last ? ldy : kAccFloats;
       if constexpr (kNp == 2) {
-        SweepTokens<K::kPairTokens>(nt, PanelTiles<K, 2>{&pass, rows, yg, ldy});
+        SweepTokens<K::kPairTokens>(nt, PanelTiles<K, 2>{&pass, rows, out, ld_out});
       } else {
-        SweepTokens<K::kSingleTokens>(nt, PanelTiles<K, 1>{&pass, rows, yg, ldy});
+        SweepTokens<K::kSingleTokens>(nt, PanelTiles<K, 1>{&pass, rows, out, ld_out});
       }
     }
   };
