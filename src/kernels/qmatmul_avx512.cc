@@ -257,10 +257,64 @@ static inline void Transpose16x16(__m512i (&v)[16]) {
   }
 }
 
+// The scales, mins and d of 16 rows' blocks at b0 (row r at b0 + idx[r];
+// rows outside `live` zero), one row per lane: 32-bit gathers of the
+// headers, then the bit fields of KScalesMinsOf in every lane at once.
+template <int kType>
+static inline void PackHeads(const uint8_t* b0, __m512i idx, __mmask16 live, PanelBlock* p) {
+  auto gather = [&](int offset) {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b0 + offset, 1);
+  };
+  auto byte = [](__m512i v, int i) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * i), _mm512_set1_epi32(0xFF));
+  };
+  if constexpr (kType == kQ6K) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512i g = gather(192 + 4 * c);  // scales 4c .. 4c + 3 (int8)
+      for (int i = 0; i < 4; ++i) {
+        _mm512_store_si512(p->sc[4 * c + i],
+                           _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * i), 24));
+      }
+    }
+    // Bytes 206-209 (the block ends at 210): d in the high half.
+    const __m512i h = _mm512_srli_epi32(gather(206), 16);
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+  } else {
+    const __m512i k6 = _mm512_set1_epi32(0x3F3F3F3F), k4 = _mm512_set1_epi32(0x0F0F0F0F),
+                  k2 = _mm512_set1_epi32(0x03030303);
+    const __m512i u0 = gather(4), u1 = gather(8), u2 = gather(12);
+    auto high = [&](__m512i lo_bits, __m512i u) {  // (lo & k4) | (((u >> 6) & k2) << 4)
+      return _mm512_or_si512(_mm512_and_si512(lo_bits, k4),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 6), k2), 4));
+    };
+    const __m512i sc[2] = {_mm512_and_si512(u0, k6), high(u2, u0)};
+    const __m512i m[2] = {_mm512_and_si512(u1, k6), high(_mm512_srli_epi32(u2, 4), u1)};
+    // sc_j - sc_j+1 (sc_8 = 0) against the running dot product D_j of
+    // sub-blocks 0..j: sum_j D_j (sc_j - sc_j+1) = sum_j sc_j dot_j.
+    for (int j = 0; j < 8; ++j) {
+      const __m512i next = j < 7 ? byte(sc[(j + 1) / 4], (j + 1) % 4) : _mm512_setzero_si512();
+      _mm512_store_si512(p->sc[j], _mm512_sub_epi32(byte(sc[j / 4], j % 4), next));
+    }
+    for (int i = 0; i < 4; ++i) {  // (m_2i, m_2i+1) as int16 pairs
+      const __m512i v = m[i / 2];
+      const int lo = 2 * (i % 2);
+      _mm512_store_si512(p->mins[i],
+                         _mm512_or_si512(byte(v, lo), _mm512_slli_epi32(byte(v, lo + 1), 16)));
+    }
+    const __m512i h = gather(0);  // d, dmin
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    _mm512_store_ps(p->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16))));
+  }
+}
+
 // Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks.
 template <int kType>
 void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, PanelBlock* p) {
   constexpr int kBytes = kBlockBytes<kType>;
+  const __mmask16 live = FirstLanes(rows);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
     const uint8_t* b0 = w + ib * kBytes;
     for (int c = 0; c < 4; ++c) {
@@ -280,30 +334,7 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, P
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) _mm512_store_si512(p->q[16 * c + i], v[i]);
     }
-    std::memset(p->sc, 0, sizeof(PanelBlock) - offsetof(PanelBlock, sc));  // scales, mins, d
-    for (int r = 0; r < rows; ++r) {
-      const uint8_t* b = b0 + static_cast<size_t>(r) * row_bytes;
-      if constexpr (kType == kQ6K) {
-        const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-        for (int j = 0; j < 16; ++j) p->sc[j][r] = sc[j];
-        p->d[r] = HalfValue(b + 208);
-      } else {
-        // sc_j - sc_j+1 (sc_8 = 0) against the running dot product D_j of
-        // sub-blocks 0..j: sum_j D_j (sc_j - sc_j+1) = sum_j sc_j dot_j.
-        const KScalesMins k = KScalesMinsOf(b);
-        for (int j = 0; j < 8; ++j) {
-          const int sc = static_cast<int>((k.sc >> (8 * j)) & 0xFF);
-          const int next = j < 7 ? static_cast<int>((k.sc >> (8 * j + 8)) & 0xFF) : 0;
-          p->sc[j][r] = sc - next;
-        }
-        for (int i = 0; i < 4; ++i) {
-          p->mins[i][r] = static_cast<int32_t>(((k.m >> (16 * i)) & 0xFF) |
-                                               (((k.m >> (16 * i + 8)) & 0xFF) << 16));
-        }
-        p->d[r] = HalfValue(b);
-        p->dmin[r] = HalfValue(b + 2);
-      }
-    }
+    PackHeads<kType>(b0, idx, live, p);
   }
 }
 

@@ -38,7 +38,7 @@ namespace {
 
 constexpr int kPanelRows = 16;
 constexpr int64_t kPanelMinTokens = 12;         // calls with at least this many tokens pack panels
-constexpr size_t kPassPanelBytes = 24 << 10;    // panel bytes one pass reads (half of L1)
+constexpr size_t kPassPanelBytes = 48 << 10;    // panel bytes one pass reads (L1 size)
 constexpr size_t kChunkActBytes = 256 << 10;    // activation bytes of one token chunk (in L2)
 constexpr int64_t kChunkMultiple = 24;          // token chunks are multiples of every tile
 constexpr int64_t kAccFloats = 2 * kPanelRows;  // partial sums per token between passes
@@ -110,7 +110,6 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
   Panel* panel = reinterpret_cast<Panel*>(scratch);
   int32_t* aux = reinterpret_cast<int32_t*>(scratch + panel_bytes);
   float* acc = reinterpret_cast<float*>(scratch + panel_bytes + aux_bytes);
-  K::PrepareTokens(a, lda, n_tokens, n_blocks, aux);
   auto group_rows = [&](int64_t g) {
     const int64_t left = n_rows - g * kPanelRows;
     return static_cast<int>(left < kPanelRows ? left : kPanelRows);
@@ -156,7 +155,10 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
       }
     }
   };
-  // The first chunk packs each pair of groups right before its tiles.
+  // The first chunk packs each pair of groups right before its tiles (the
+  // first pair's rows come in while the tokens are prepared).
+  prefetch(0);
+  K::PrepareTokens(a, lda, n_tokens, n_blocks, aux);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
     const int64_t nt = std::min(chunk, n_tokens - t0);
     for (int64_t g = 0; g < n_groups; g += 2) {
