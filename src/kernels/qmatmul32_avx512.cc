@@ -19,7 +19,6 @@ namespace {
 
 using avx512::FirstLanes;
 using avx512::GatherHeads;
-using avx512::HalfValue;
 using avx512::HalvesToFloats;
 using avx512::SumRows;
 
@@ -162,6 +161,10 @@ struct alignas(64) Panel32 {
 template <int kType>
 void Pack32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel32* p) {
   constexpr int kB = kBytes32<kType>;
+  const __mmask16 live = FirstLanes(rows);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
     const uint8_t* b0 = w + ib * kB;
     auto block = [&](int r) { return b0 + static_cast<size_t>(r < rows ? r : 0) * row_bytes; };
@@ -189,11 +192,12 @@ void Pack32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Pane
       _mm512_store_si512(p->q[c], _mm512_shuffle_i32x4(x[c], x[4 + c], 0x88));
       _mm512_store_si512(p->q[4 + c], _mm512_shuffle_i32x4(x[c], x[4 + c], 0xDD));
     }
-    for (int r = 0; r < kPanelRows; ++r) {
-      const uint8_t* b = block(r);
-      p->d[r] = r < rows ? HalfValue(b) : 0.0f;
-      p->m[r] = kHasMin<kType> && r < rows ? HalfValue(b + 2) : 0.0f;
-    }
+    // d (and m) of the 16 rows: one 32-bit gather of the blocks' first bytes.
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b0, 1);
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    _mm512_store_ps(p->m, kHasMin<kType>
+                              ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)))
+                              : _mm512_setzero_ps());
   }
 }
 

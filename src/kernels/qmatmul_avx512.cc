@@ -531,15 +531,22 @@ void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out) {
       q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
       _mm_store_si128(reinterpret_cast<__m128i*>(b.q + 16 * i), _mm512_cvtepi32_epi8(q));
     }
-    // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane.
+    // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane;
+    // adjacent lanes added, less 16 * 128.
+    __m512i sad[4];
     for (int v = 0; v < 4; ++v) {
       const __m512i u = _mm512_xor_si512(_mm512_load_si512(b.q + 64 * v),
                                          _mm512_set1_epi8(static_cast<char>(0x80)));
-      alignas(64) uint64_t eight[8];
-      _mm512_store_si512(eight, _mm512_sad_epu8(u, _mm512_setzero_si512()));
-      for (int g = 0; g < 4; ++g)
-        b.bsums[4 * v + g] =
-            static_cast<int16_t>(static_cast<int>(eight[2 * g] + eight[2 * g + 1]) - 16 * 128);
+      sad[v] = _mm512_sad_epu8(u, _mm512_setzero_si512());
+    }
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i s =
+          _mm512_add_epi64(_mm512_permutex2var_epi64(sad[2 * h], even, sad[2 * h + 1]),
+                           _mm512_permutex2var_epi64(sad[2 * h], odd, sad[2 * h + 1]));
+      const __m512i centred = _mm512_sub_epi64(s, _mm512_set1_epi64(16 * 128));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.bsums + 8 * h), _mm512_cvtepi64_epi16(centred));
     }
     b.d = 1.0f / iscale;
   }
