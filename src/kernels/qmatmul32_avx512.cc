@@ -8,7 +8,8 @@
 // simd_avx512.h (rows in the lanes of one vector per block). Prompts (12
 // tokens or more) pack 16-row panels with dword k of the 16 rows side by
 // side, so one vpdpbusd covers 4 values x 16 rows of one token and no
-// horizontal sum is needed. Either way a block's S is an exact integer and
+// horizontal sum is needed; a tile covers two panels x 4 tokens (each weight
+// load feeds 4 tokens, each broadcast 2 panels). Either way a block's S is an exact integer and
 // its f32 step is the same, so the tiling never changes a result.
 #include "kernels/isa.h"
 #include "kernels/qroute_avx512.h"

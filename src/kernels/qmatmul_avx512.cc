@@ -9,9 +9,10 @@
 // integers), and the block's float step of qdot_blocks.h runs with the rows
 // in the lanes of one vector per token.
 //
-// Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
-// float step per output element is the same in every tile, so results never
-// depend on the tiling (batch invariance).
+// Decode tiles: up to 8 rows x 1 token, 4 rows x 4 tokens. Prompts (12
+// tokens or more) run the panels below instead (qroute_avx512.h): 2 x 16
+// rows x 6 tokens per tile. The float step per output element is the same
+// in every tile, so results never depend on the tiling (batch invariance).
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
 #include "kernels/qroute_avx512.h"
@@ -196,7 +197,10 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
 // of the 16 rows side by side, so one vpdpbusd multiplies 4 values of 16
 // rows with 4 of one token's activations (broadcast) and the row lanes never
 // need a horizontal sum. Per sub-block the exact int32 dot products are
-// multiplied by the rows' scales (vpmulld) and summed. Q4_K / Q5_K: the mins
+// multiplied by the rows' scales (vpmulld) and summed; for Q4_K / Q5_K the
+// dot product runs on over the whole block and meets scale differences
+// (sum_j D_j (sc_j - sc_j+1) with D_j the sum over sub-blocks 0..j, exact
+// in int32 arithmetic, which wraps like the integers it stands for). The mins
 // go through vpdpwssd with (m_2i, m_2i+1) int16 pairs against the token's
 // 32-value sums; Q6_K: each sub-block's dot product starts at the token's
 // -32 * (sum of a over it), so the offset is folded in before the scale. The
@@ -205,7 +209,7 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
 
 struct alignas(64) PanelBlock {
   uint8_t q[64][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
-  int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: 8 of 32 values)
+  int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: sc_j - sc_j+1, 8 of 32 values)
   int32_t mins[4][kPanelRows];   // Q4_K / Q5_K: int16 pairs (m_2i, m_2i+1)
   float d[kPanelRows], dmin[kPanelRows];
 };

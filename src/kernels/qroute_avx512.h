@@ -6,11 +6,14 @@
 // rows) and run token tiles over pairs of panels (32 rows; a last odd panel
 // alone). Both routes give the same bits; this only picks the faster one.
 //
-// The reduction over blocks is cut into passes of a few blocks, so the
-// panels' blocks of one pass stay in L1 while every token tile of the call
-// reads them; between passes a tile's f32 accumulators wait in y. Each
-// output element still takes its blocks' f32 steps in block order, from
-// 0.0f, whatever the pass length or tile (batch invariance).
+// Tokens go in chunks whose activations stay in L2 while every panel pair
+// reads them; the reduction over blocks is cut into passes of a few blocks,
+// so the panels' blocks of one pass stay in L1 while every token tile of
+// the chunk reads them, and between passes a tile's f32 accumulators wait
+// in a small buffer. Each output element still takes its blocks' f32 steps
+// in block order, from 0.0f, whatever the chunk, pass or tile (batch
+// invariance). The first chunk packs each pair of panels right before its
+// tiles and prefetches the next pair's stored rows meanwhile.
 //
 // A kernel family K provides
 //   using Act = ...;   // activation block type (Q8KBlock, Q8Block32)
