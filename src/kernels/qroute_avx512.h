@@ -100,7 +100,8 @@ void IntegerGemm(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_b
   using Panel = typename K::Panel;
   const int64_t n_groups = (n_rows + kPanelRows - 1) / kPanelRows;
   const size_t panel_bytes = static_cast<size_t>(n_groups * n_blocks) * sizeof(Panel);
-  const size_t aux_bytes = static_cast<size_t>(n_tokens * n_blocks * K::kAuxInts) * 4;
+  const size_t aux_bytes =  // a multiple of 64, so the partial sums after it are aligned
+      (static_cast<size_t>(n_tokens * n_blocks * K::kAuxInts) * 4 + 63) / 64 * 64;
   // Token chunks whose activations stay in L2 while every panel pair reads them.
   const int64_t chunk = std::max<int64_t>(
       kChunkMultiple, static_cast<int64_t>(kChunkActBytes / (n_blocks * sizeof(typename K::Act))) /
