@@ -25,6 +25,8 @@ constexpr int64_t kTokenBlock = 96;          // tokens per task above the decode
 constexpr int64_t kIntTokenBlock = 512;      // the same for the integer path
 constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
 constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
+constexpr int64_t kIntRowAlign = 32;         // integer prompts: pairs of 16-row panels
+constexpr int64_t kIntPanelTokens = 12;      // integer kernels pack panels from this many tokens
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
 constexpr int64_t kTasksPerThread = 8;       // enough tasks for the dynamic counter to balance
 
@@ -115,7 +117,9 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   s.panel_stride = (n_cols + 15) / 16 * 16;
   const int64_t want_row_blocks =
       std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks));
-  int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), kRowAlign) * kRowAlign;
+  const int64_t align =
+      s.act != Act::kF32 && j.n_tokens >= kIntPanelTokens ? kIntRowAlign : kRowAlign;
+  int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), align) * align;
   int64_t max_rows = kMaxRowBlock;
   if (!s.try_direct) {
     max_rows =

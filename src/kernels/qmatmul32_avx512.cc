@@ -8,18 +8,18 @@
 // simd_avx512.h (rows in the lanes of one vector per block). Prompts (12
 // tokens or more) pack 16-row panels with dword k of the 16 rows side by
 // side, so one vpdpbusd covers 4 values x 16 rows of one token and no
-// horizontal sum is needed. Either way a block's S is an exact integer and
+// horizontal sum is needed; a tile covers two panels x 4 tokens (each weight
+// load feeds 4 tokens, each broadcast 2 panels). Either way a block's S is an exact integer and
 // its f32 step is the same, so the tiling never changes a result.
 #include "kernels/isa.h"
-#include "kernels/simd_avx512.h"
 #include "kernels/qroute_avx512.h"
+#include "kernels/simd_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
 
 using avx512::FirstLanes;
 using avx512::GatherHeads;
-using avx512::HalfValue;
 using avx512::HalvesToFloats;
 using avx512::SumRows;
 
@@ -32,6 +32,8 @@ constexpr int kBytes32 = kType == kQ8_0
                                     : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
 template <int kType>
 constexpr int kOffset = kType == kQ8_0 ? 128 : (kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0));
+template <int kType>
+constexpr int kOffsetShift = kType == kQ8_0 ? 7 : (kType == kQ4_0 ? 3 : 4);  // log2 of kOffset
 template <int kType>
 constexpr bool kHasMin = kType == kQ4_1 || kType == kQ5_1;
 template <int kType>
@@ -153,60 +155,123 @@ struct alignas(64) Panel32 {
   float d[kPanelRows], m[kPanelRows];
 };
 
-// Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks.
+// Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks. Two
+// rows' values per vector (rows i and i + 4 for i < 4, 8 + i and 12 + i),
+// then 4 x 4 dword transposes inside 128-bit lanes and one lane shuffle put
+// dword k of the 16 rows side by side.
 template <int kType>
 void Pack32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel32* p) {
   constexpr int kB = kBytes32<kType>;
-  const __m256i idx = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+  const __mmask16 live = FirstLanes(rows);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
   for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
-    if (rows < kPanelRows) std::memset(p, 0, sizeof(Panel32));
-    for (int r = 0; r < rows; ++r) {
-      const uint8_t* b = w + static_cast<size_t>(r) * row_bytes + ib * kB;
-      const __m512i u = Values2<kType>(b, b);
-      _mm256_i32scatter_epi32(&p->q[0][r][0], idx, _mm512_castsi512_si256(u), 1);
-      p->d[r] = HalfValue(b);
-      p->m[r] = kHasMin<kType> ? HalfValue(b + 2) : 0.0f;
+    const uint8_t* b0 = w + ib * kB;
+    auto block = [&](int r) { return b0 + static_cast<size_t>(r < rows ? r : 0) * row_bytes; };
+    __m512i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const int r0 = i < 4 ? i : 4 + i, r1 = r0 + 4;
+      v[i] = Values2<kType>(block(r0), block(r1));
+      const __mmask64 keep = (r0 < rows ? 0xFFFFFFFFull : 0) | (r1 < rows ? ~0xFFFFFFFFull : 0);
+      v[i] = _mm512_maskz_mov_epi8(keep, v[i]);
     }
+    __m512i x[8];  // x[4G + c] lane L: dword 4 (L % 2) + c of the rows of v[4G .. 4G + 3]
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+      const __m512i* r = v + 4 * g;
+      const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+      const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+      x[4 * g + 0] = _mm512_unpacklo_epi64(t0, t2);
+      x[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
+      x[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
+      x[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      _mm512_store_si512(p->q[c], _mm512_shuffle_i32x4(x[c], x[4 + c], 0x88));
+      _mm512_store_si512(p->q[4 + c], _mm512_shuffle_i32x4(x[c], x[4 + c], 0xDD));
+    }
+    // d (and m) of the 16 rows: one 32-bit gather of the blocks' first bytes.
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b0, 1);
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    _mm512_store_ps(p->m, kHasMin<kType>
+                              ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)))
+                              : _mm512_setzero_ps());
   }
 }
 
-// 16 panel rows x RN tokens over all blocks; stores the first `rows` rows.
-template <int kType, int RN>
-void PanelTile32(const Panel32* p, int64_t n_blocks, const Q8Block32* a, int64_t lda, int rows,
-                 float* y, int64_t ldy) {
-  __m512 acc[RN];
+// NP panels (16 rows each) x RN tokens over one pass; the first `rows` rows
+// exist; the sums go to y (token t0's row 0).
+template <int kType, class Pass, int NP, int RN>
+__attribute__((noinline)) void PanelTile32(const Pass& pass, int64_t t0, int rows, float* y,
+                                           int64_t ldy) {
+  __mmask16 store[NP];
+  __m512 acc[NP][RN];
+#pragma GCC unroll 2
+  for (int n = 0; n < NP; ++n) {
+    store[n] = FirstLanes(std::clamp(rows - kPanelRows * n, 0, kPanelRows));
 #pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
-    __m512i dot[RN];
+    for (int t = 0; t < RN; ++t) {
+      acc[n][t] =
+          pass.acc == nullptr
+              ? _mm512_setzero_ps()
+              : _mm512_maskz_loadu_ps(store[n], pass.acc + (t0 + t) * kAccFloats + kPanelRows * n);
+    }
+  }
+  const Panel32* p = pass.p;
+  const Q8Block32* a = pass.a + t0 * pass.lda;
+  for (int64_t ib = 0; ib < pass.n_blocks; ++ib, ++p, ++a) {
+    const Panel32* pn[NP];
+#pragma GCC unroll 2
+    for (int n = 0; n < NP; ++n) pn[n] = p + n * pass.panel_stride;
+    __m512i dot[NP][RN];
 #pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) dot[t] = _mm512_setzero_si512();
+    for (int t = 0; t < RN; ++t) {
+      // S = sum u a - o * sum a: the dot products start at -o * sum.
+      __m512i init = _mm512_setzero_si512();
+      if constexpr (!kHasMin<kType>) {
+        init = _mm512_sub_epi32(
+            init, _mm512_slli_epi32(_mm512_set1_epi32(a[t * pass.lda].sum), kOffsetShift<kType>));
+      }
+#pragma GCC unroll 2
+      for (int n = 0; n < NP; ++n) dot[n][t] = init;
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m512i wv = _mm512_load_si512(p->q[k]);
+      __m512i wv[NP];
+#pragma GCC unroll 2
+      for (int n = 0; n < NP; ++n) wv[n] = _mm512_load_si512(pn[n]->q[k]);
 #pragma GCC unroll 8
       for (int t = 0; t < RN; ++t) {
         int32_t xv;
-        std::memcpy(&xv, a[t * lda + ib].q + 4 * k, 4);
-        dot[t] = _mm512_dpbusd_epi32(dot[t], wv, _mm512_set1_epi32(xv));
+        std::memcpy(&xv, a[t * pass.lda].q + 4 * k, 4);
+        const __m512i xb = _mm512_set1_epi32(xv);
+#pragma GCC unroll 2
+        for (int n = 0; n < NP; ++n) dot[n][t] = _mm512_dpbusd_epi32(dot[n][t], wv[n], xb);
       }
     }
-    const __m512 d = _mm512_load_ps(p->d);
+#pragma GCC unroll 2
+    for (int n = 0; n < NP; ++n) {
+      const __m512 d = _mm512_load_ps(pn[n]->d);
 #pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) {
-      const Q8Block32& x = a[t * lda + ib];
-      const __m512i s = _mm512_sub_epi32(dot[t], _mm512_set1_epi32(kOffset<kType> * x.sum));
-      const __m512 dx = _mm512_set1_ps(x.d);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(s), acc[t]);
-      if constexpr (kHasMin<kType>) {
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->m)),
-                                 _mm512_set1_ps(static_cast<float>(x.sum)), acc[t]);
+      for (int t = 0; t < RN; ++t) {
+        const __m512 dx = _mm512_set1_ps(a[t * pass.lda].d);
+        acc[n][t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(dot[n][t]), acc[n][t]);
+        if constexpr (kHasMin<kType>) {
+          const __m512 sum = _mm512_set1_ps(static_cast<float>(a[t * pass.lda].sum));
+          acc[n][t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(pn[n]->m)), sum, acc[n][t]);
+        }
       }
     }
   }
-  const __mmask16 m = FirstLanes(rows);
+#pragma GCC unroll 2
+  for (int n = 0; n < NP; ++n) {
 #pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+    for (int t = 0; t < RN; ++t)
+      _mm512_mask_storeu_ps(y + t * ldy + kPanelRows * n, store[n], acc[n][t]);
+  }
 }
 
 // The 32-value family for IntegerGemm (qroute_avx512.h).
@@ -214,6 +279,9 @@ template <int kType>
 struct Blocks32 {
   using Act = Q8Block32;
   using Panel = Panel32;
+  static constexpr size_t kBlockBytes = kBytes32<kType>;
+  static constexpr int kAuxInts = 0;
+  static constexpr int kPairTokens = 4, kSingleTokens = 8;
   template <int RM, int RN>
   static void Tile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Act* a, int64_t lda,
                    float* y, int64_t ldy) {
@@ -222,10 +290,11 @@ struct Blocks32 {
   static void Pack(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel* p) {
     Pack32<kType>(w, row_bytes, rows, n_blocks, p);
   }
-  template <int RN>
-  static void PanelTile(const Panel* p, int64_t n_blocks, const Act* a, int64_t lda, int rows,
-                        float* y, int64_t ldy) {
-    PanelTile32<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
+  static void PrepareTokens(const Act*, int64_t, int64_t, int64_t, int32_t*) {}
+  template <int NP, int RN>
+  static void PanelTile(const PanelPass<Blocks32>& pass, int64_t t0, int rows, float* y,
+                        int64_t ldy) {
+    PanelTile32<kType, PanelPass<Blocks32>, NP, RN>(pass, t0, rows, y, ldy);
   }
 };
 

@@ -9,13 +9,14 @@
 // integers), and the block's float step of qdot_blocks.h runs with the rows
 // in the lanes of one vector per token.
 //
-// Tiles: up to 8 rows x 1 token (decode), 4 rows x 4 tokens (prompts). The
-// float step per output element is the same in every tile, so results never
-// depend on the tiling (batch invariance).
+// Decode tiles: up to 8 rows x 1 token, 4 rows x 4 tokens. Prompts (12
+// tokens or more) run the panels below instead (qroute_avx512.h): 2 x 16
+// rows x 6 tokens per tile. The float step per output element is the same
+// in every tile, so results never depend on the tiling (batch invariance).
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
-#include "kernels/simd_avx512.h"
 #include "kernels/qroute_avx512.h"
+#include "kernels/simd_avx512.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -196,125 +197,266 @@ void QTile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Q8KBlock*
 // of the 16 rows side by side, so one vpdpbusd multiplies 4 values of 16
 // rows with 4 of one token's activations (broadcast) and the row lanes never
 // need a horizontal sum. Per sub-block the exact int32 dot products are
-// multiplied by the rows' scales (vpmulld) and summed; the mins / the Q6_K
-// offset go through vpmaddwd with (value, value) int16 pairs against the
-// token's 16-value sums. The integers equal the tiles' above, and the float
-// step is the same per element: the same bits.
+// multiplied by the rows' scales (vpmulld) and summed; for Q4_K / Q5_K the
+// dot product runs on over the whole block and meets scale differences
+// (sum_j D_j (sc_j - sc_j+1) with D_j the sum over sub-blocks 0..j, exact
+// in int32 arithmetic, which wraps like the integers it stands for). The mins
+// go through vpdpwssd with (m_2i, m_2i+1) int16 pairs against the token's
+// 32-value sums; Q6_K: each sub-block's dot product starts at the token's
+// -32 * (sum of a over it), so the offset is folded in before the scale. The
+// integers equal the tiles' above, and the float step is the same per
+// element: the same bits.
 
 struct alignas(64) PanelBlock {
   uint8_t q[64][kPanelRows][4];  // dword k (values 4k..4k+3) of each row
-  int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: 8 of 32 values)
-  int32_t pairs[8][kPanelRows];  // int16 pairs against bsums[2i], bsums[2i + 1]
+  int32_t sc[16][kPanelRows];    // sub-block scales (Q4_K / Q5_K: sc_j - sc_j+1, 8 of 32 values)
+  int32_t mins[4][kPanelRows];   // Q4_K / Q5_K: int16 pairs (m_2i, m_2i+1)
   float d[kPanelRows], dmin[kPanelRows];
 };
 
-static inline int32_t Pair16(int lo, int hi) {
-  return static_cast<int32_t>(
-      static_cast<uint16_t>(static_cast<int16_t>(lo)) |
-      (static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(hi))) << 16));
+// Per (token, block) ints of the panel tiles (PrepareTokensK).
+template <int kType>
+constexpr int kAuxK = kType == kQ6K ? 16 : 4;
+
+// Values 64c .. 64c + 63 of a Q6_K block (vector c of UnpackQ6K).
+static inline __m512i ChunkQ6K(const uint8_t* b, int c) {
+  const int n = c / 2;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+  __m512i ql = _mm512_loadu_si512(b + 64 * n);
+  const __m512i qh = Broadcast32(b + 128 + 32 * n);
+  const short s = static_cast<short>(c % 2 == 0 ? 0 : 4);
+  if (c % 2 != 0) ql = _mm512_srli_epi16(ql, 4);
+  const __m512i hi = _mm512_slli_epi16(
+      _mm512_and_si512(_mm512_srlv_epi16(qh, Halves16(s, static_cast<short>(s + 2))), low2), 4);
+  return _mm512_or_si512(_mm512_and_si512(ql, low4), hi);
 }
 
-// Row `r` of panel block `p` from the weight block at b.
-template <int kType>
-void PackRow(const uint8_t* b, int r, PanelBlock* p) {
-  __m512i q[4];
-  if constexpr (kType == kQ6K) {
-    UnpackQ6K(b, q);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-    for (int j = 0; j < 16; ++j) p->sc[j][r] = sc[j];
-    for (int i = 0; i < 8; ++i) p->pairs[i][r] = Pair16(sc[2 * i], sc[2 * i + 1]);
-    p->d[r] = HalfValue(b + 208);
-    p->dmin[r] = 0.0f;
-  } else {
-    for (int c = 0; c < 4; ++c) q[c] = ChunkK<kType>(b, c);
-    const KScalesMins k = KScalesMinsOf(b);
-    const uint64_t sc = k.sc, m = k.m;
-    for (int j = 0; j < 8; ++j) {
-      p->sc[j][r] = static_cast<int32_t>((sc >> (8 * j)) & 0xFF);
-      const int mj = static_cast<int>((m >> (8 * j)) & 0xFF);
-      p->pairs[j][r] = Pair16(mj, mj);
-    }
-    p->d[r] = HalfValue(b);
-    p->dmin[r] = HalfValue(b + 2);
+// v[r] lane i -> v[i] lane r (16 x 16 dwords), in registers.
+static inline void Transpose16x16(__m512i (&v)[16]) {
+  __m512i x[16];
+  // 4 x 4 transposes inside 128-bit lanes: x[4G + c] lane L holds column
+  // 4L + c of rows 4G .. 4G + 3.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const __m512i* r = v + 4 * g;
+    const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+    x[4 * g + 0] = _mm512_unpacklo_epi64(t0, t2);
+    x[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
+    x[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
+    x[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
   }
-  // Dword i of vector c goes to q[16 c + i][r].
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(kPanelRows * 4));
-  for (int c = 0; c < 4; ++c) _mm512_i32scatter_epi32(&p->q[16 * c][r][0], idx, q[c], 1);
+  // 4 x 4 transposes of the 128-bit lanes: column 4L + c gathers lane L of
+  // x[c], x[4 + c], x[8 + c], x[12 + c].
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512i s0 = _mm512_shuffle_i32x4(x[c], x[4 + c], 0x44);
+    const __m512i s1 = _mm512_shuffle_i32x4(x[c], x[4 + c], 0xEE);
+    const __m512i s2 = _mm512_shuffle_i32x4(x[8 + c], x[12 + c], 0x44);
+    const __m512i s3 = _mm512_shuffle_i32x4(x[8 + c], x[12 + c], 0xEE);
+    v[c] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+    v[4 + c] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+    v[8 + c] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    v[12 + c] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+  }
+}
+
+// The scales, mins and d of 16 rows' blocks at b0 (row r at b0 + idx[r];
+// rows outside `live` zero), one row per lane: 32-bit gathers of the
+// headers, then the bit fields of KScalesMinsOf in every lane at once.
+template <int kType>
+static inline void PackHeads(const uint8_t* b0, __m512i idx, __mmask16 live, PanelBlock* p) {
+  auto gather = [&](int offset) {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, b0 + offset, 1);
+  };
+  auto byte = [](__m512i v, int i) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * i), _mm512_set1_epi32(0xFF));
+  };
+  if constexpr (kType == kQ6K) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512i g = gather(192 + 4 * c);  // scales 4c .. 4c + 3 (int8)
+      for (int i = 0; i < 4; ++i) {
+        _mm512_store_si512(p->sc[4 * c + i],
+                           _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * i), 24));
+      }
+    }
+    // Bytes 206-209 (the block ends at 210): d in the high half.
+    const __m512i h = _mm512_srli_epi32(gather(206), 16);
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+  } else {
+    const __m512i k6 = _mm512_set1_epi32(0x3F3F3F3F), k4 = _mm512_set1_epi32(0x0F0F0F0F),
+                  k2 = _mm512_set1_epi32(0x03030303);
+    const __m512i u0 = gather(4), u1 = gather(8), u2 = gather(12);
+    auto high = [&](__m512i lo_bits, __m512i u) {  // (lo & k4) | (((u >> 6) & k2) << 4)
+      return _mm512_or_si512(_mm512_and_si512(lo_bits, k4),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 6), k2), 4));
+    };
+    const __m512i sc[2] = {_mm512_and_si512(u0, k6), high(u2, u0)};
+    const __m512i m[2] = {_mm512_and_si512(u1, k6), high(_mm512_srli_epi32(u2, 4), u1)};
+    // sc_j - sc_j+1 (sc_8 = 0) against the running dot product D_j of
+    // sub-blocks 0..j: sum_j D_j (sc_j - sc_j+1) = sum_j sc_j dot_j.
+    for (int j = 0; j < 8; ++j) {
+      const __m512i next = j < 7 ? byte(sc[(j + 1) / 4], (j + 1) % 4) : _mm512_setzero_si512();
+      _mm512_store_si512(p->sc[j], _mm512_sub_epi32(byte(sc[j / 4], j % 4), next));
+    }
+    for (int i = 0; i < 4; ++i) {  // (m_2i, m_2i+1) as int16 pairs
+      const __m512i v = m[i / 2];
+      const int lo = 2 * (i % 2);
+      _mm512_store_si512(p->mins[i],
+                         _mm512_or_si512(byte(v, lo), _mm512_slli_epi32(byte(v, lo + 1), 16)));
+    }
+    const __m512i h = gather(0);  // d, dmin
+    _mm512_store_ps(p->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    _mm512_store_ps(p->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16))));
+  }
 }
 
 // Panels of `rows` rows (<= 16; the rest zero) for all n_blocks blocks.
 template <int kType>
 void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, PanelBlock* p) {
   constexpr int kBytes = kBlockBytes<kType>;
-  for (int64_t ib = 0; ib < n_blocks; ++ib) {
-    if (rows < kPanelRows) std::memset(&p[ib], 0, sizeof(PanelBlock));
-    for (int r = 0; r < rows; ++r)
-      PackRow<kType>(w + static_cast<size_t>(r) * row_bytes + ib * kBytes, r, &p[ib]);
+  const __mmask16 live = FirstLanes(rows);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
+    const uint8_t* b0 = w + ib * kBytes;
+    for (int c = 0; c < 4; ++c) {
+      __m512i v[16];
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* b = b0 + static_cast<size_t>(r) * row_bytes;
+        if (r >= rows) {
+          v[r] = _mm512_setzero_si512();
+        } else if constexpr (kType == kQ6K) {
+          v[r] = ChunkQ6K(b, c);
+        } else {
+          v[r] = ChunkK<kType>(b, c);
+        }
+      }
+      Transpose16x16(v);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) _mm512_store_si512(p->q[16 * c + i], v[i]);
+    }
+    PackHeads<kType>(b0, idx, live, p);
   }
 }
 
-// 16 panel rows x RN tokens over all blocks; stores the first `rows` rows.
-template <int kType, int RN>
-void PanelTile(const PanelBlock* p, int64_t n_blocks, const Q8KBlock* a, int64_t lda, int rows,
-               float* y, int64_t ldy) {
-  constexpr int kSub = kType == kQ6K ? 16 : 8;  // sub-blocks
-  constexpr int kDwords = 64 / kSub;            // dwords per sub-block
-  __m512 acc[RN];
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t ib = 0; ib < n_blocks; ++ib, ++p) {
-    const Q8KBlock* x[RN];
-#pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) x[t] = a + t * lda + ib;
-    __m512i sum[RN];
-#pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) sum[t] = _mm512_setzero_si512();
-    for (int j = 0; j < kSub; ++j) {
-      __m512i dot[RN];
-#pragma GCC unroll 8
-      for (int t = 0; t < RN; ++t) dot[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int k = j * kDwords; k < (j + 1) * kDwords; ++k) {
-        const __m512i wv = _mm512_load_si512(p->q[k]);
-#pragma GCC unroll 8
-        for (int t = 0; t < RN; ++t) {
-          int32_t xv;
-          std::memcpy(&xv, x[t]->q + 4 * k, 4);
-          dot[t] = _mm512_dpbusd_epi32(dot[t], wv, _mm512_set1_epi32(xv));
-        }
-      }
-      const __m512i scv = _mm512_load_si512(p->sc[j]);
-#pragma GCC unroll 8
-      for (int t = 0; t < RN; ++t)
-        sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(dot[t], scv));
-    }
-    const __m512 d = _mm512_load_ps(p->d);
-#pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) {
-      __m512i pairs = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        int32_t bs;
-        std::memcpy(&bs, x[t]->bsums + 2 * i, 4);
-        pairs = _mm512_add_epi32(
-            pairs, _mm512_madd_epi16(_mm512_load_si512(p->pairs[i]), _mm512_set1_epi32(bs)));
-      }
-      const __m512 dx = _mm512_set1_ps(x[t]->d);
+// aux[(ib * n_tokens + t) * kAuxK + i]: Q4_K / Q5_K: the int16 pairs (sum of
+// a over sub-block 2i, over 2i + 1), i < 4; Q6_K: -32 * bsums[i], i < 16.
+template <int kType>
+void PrepareTokensK(const Q8KBlock* a, int64_t lda, int64_t n_tokens, int64_t n_blocks,
+                    int32_t* aux) {
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t * lda + ib].bsums));
+      int32_t* o = aux + (ib * n_tokens + t) * kAuxK<kType>;
       if constexpr (kType == kQ6K) {
-        const __m512i s = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(pairs, 5));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(s), acc[t]);
+        const __m512i v = _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5);
+        _mm512_storeu_si512(o, _mm512_sub_epi32(_mm512_setzero_si512(), v));
       } else {
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(p->dmin)),
-                                  _mm512_cvtepi32_ps(pairs), acc[t]);
+        // Pairs of 16-value sums added (exact in int16: |sum of 32 int8| <= 4096).
+        const __m256i s32 = _mm256_hadd_epi16(bs, bs);  // lanes 0-3, 8-11 of the 16-bit sums
+        const __m128i lo = _mm256_castsi256_si128(s32), hi = _mm256_extracti128_si256(s32, 1);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(lo, hi));
       }
     }
   }
-  const __mmask16 m = FirstLanes(rows);
+}
+
+// NP panels (16 rows each) x RN tokens over one pass; the first `rows` rows
+// exist; the sums go to y (token t0's row 0).
+template <int kType, class Pass, int NP, int RN>
+__attribute__((noinline)) void PanelTile(const Pass& pass, int64_t t0, int rows, float* y,
+                                         int64_t ldy) {
+  constexpr int kSub = kType == kQ6K ? 16 : 8;  // sub-blocks
+  constexpr int kDwords = 64 / kSub;            // dwords per sub-block
+  constexpr int kAux = kAuxK<kType>;
+  __mmask16 store[NP];
+  __m512 acc[NP][RN];
+#pragma GCC unroll 2
+  for (int n = 0; n < NP; ++n) {
+    store[n] = FirstLanes(std::clamp(rows - kPanelRows * n, 0, kPanelRows));
 #pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+    for (int t = 0; t < RN; ++t) {
+      acc[n][t] =
+          pass.acc == nullptr
+              ? _mm512_setzero_ps()
+              : _mm512_maskz_loadu_ps(store[n], pass.acc + (t0 + t) * kAccFloats + kPanelRows * n);
+    }
+  }
+  const PanelBlock* p = pass.p;
+  const Q8KBlock* a = pass.a + t0 * pass.lda;
+  const int32_t* aux = pass.aux + t0 * kAux;
+  for (int64_t ib = 0; ib < pass.n_blocks; ++ib, ++p, ++a, aux += pass.aux_stride) {
+    const PanelBlock* pn[NP];
+#pragma GCC unroll 2
+    for (int n = 0; n < NP; ++n) pn[n] = p + n * pass.panel_stride;
+    __m512i sum[NP][RN], dot[NP][RN];
+#pragma GCC unroll 1
+    for (int j = 0; j < kSub; ++j) {
+      // Q6_K: each sub-block's dot products start at the offset; Q4_K /
+      // Q5_K: one running dot product per block (the scales are differences).
+      if (kType == kQ6K || j == 0) {
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          const __m512i init =
+              kType == kQ6K ? _mm512_set1_epi32(aux[t * kAux + j]) : _mm512_setzero_si512();
+#pragma GCC unroll 2
+          for (int n = 0; n < NP; ++n) dot[n][t] = init;
+        }
+      }
+#pragma GCC unroll 8
+      for (int kk = 0; kk < kDwords; ++kk) {
+        const int k = j * kDwords + kk;
+        __m512i wv[NP];
+#pragma GCC unroll 2
+        for (int n = 0; n < NP; ++n) wv[n] = _mm512_load_si512(pn[n]->q[k]);
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          int32_t xv;
+          std::memcpy(&xv, a[t * pass.lda].q + 4 * k, 4);
+          const __m512i xb = _mm512_set1_epi32(xv);
+#pragma GCC unroll 2
+          for (int n = 0; n < NP; ++n) dot[n][t] = _mm512_dpbusd_epi32(dot[n][t], wv[n], xb);
+        }
+      }
+#pragma GCC unroll 2
+      for (int n = 0; n < NP; ++n) {
+        const __m512i scv = _mm512_load_si512(pn[n]->sc[j]);
+#pragma GCC unroll 8
+        for (int t = 0; t < RN; ++t) {
+          const __m512i s = _mm512_mullo_epi32(dot[n][t], scv);
+          sum[n][t] = j == 0 ? s : _mm512_add_epi32(sum[n][t], s);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int n = 0; n < NP; ++n) {
+      const __m512 d = _mm512_load_ps(pn[n]->d);
+#pragma GCC unroll 8
+      for (int t = 0; t < RN; ++t) {
+        const __m512 dx = _mm512_set1_ps(a[t * pass.lda].d);
+        acc[n][t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[n][t]), acc[n][t]);
+        if constexpr (kType != kQ6K) {
+          __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            m = _mm512_dpwssd_epi32(m, _mm512_load_si512(pn[n]->mins[i]),
+                                    _mm512_set1_epi32(aux[t * kAux + i]));
+          }
+          acc[n][t] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(pn[n]->dmin)),
+                                       _mm512_cvtepi32_ps(m), acc[n][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int n = 0; n < NP; ++n) {
+#pragma GCC unroll 8
+    for (int t = 0; t < RN; ++t)
+      _mm512_mask_storeu_ps(y + t * ldy + kPanelRows * n, store[n], acc[n][t]);
+  }
 }
 
 // The K-quant family for IntegerGemm (qroute_avx512.h).
@@ -322,6 +464,9 @@ template <int kType>
 struct KQuants {
   using Act = Q8KBlock;
   using Panel = PanelBlock;
+  static constexpr size_t kBlockBytes = internal::kBlockBytes<kType>;
+  static constexpr int kAuxInts = kAuxK<kType>;
+  static constexpr int kPairTokens = 6, kSingleTokens = 8;
   template <int RM, int RN>
   static void Tile(const uint8_t* w, size_t row_bytes, int64_t n_blocks, const Act* a, int64_t lda,
                    float* y, int64_t ldy) {
@@ -330,10 +475,14 @@ struct KQuants {
   static void Pack(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, Panel* p) {
     PackPanel<kType>(w, row_bytes, rows, n_blocks, p);
   }
-  template <int RN>
-  static void PanelTile(const Panel* p, int64_t n_blocks, const Act* a, int64_t lda, int rows,
-                        float* y, int64_t ldy) {
-    internal::PanelTile<kType, RN>(p, n_blocks, a, lda, rows, y, ldy);
+  static void PrepareTokens(const Act* a, int64_t lda, int64_t n_tokens, int64_t n_blocks,
+                            int32_t* aux) {
+    PrepareTokensK<kType>(a, lda, n_tokens, n_blocks, aux);
+  }
+  template <int NP, int RN>
+  static void PanelTile(const PanelPass<KQuants>& pass, int64_t t0, int rows, float* y,
+                        int64_t ldy) {
+    internal::PanelTile<kType, PanelPass<KQuants>, NP, RN>(pass, t0, rows, y, ldy);
   }
 };
 
@@ -386,15 +535,22 @@ void QuantizeQ8KAvx512(const float* x, int64_t n, Q8KBlock* out) {
       q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
       _mm_store_si128(reinterpret_cast<__m128i*>(b.q + 16 * i), _mm512_cvtepi32_epi8(q));
     }
-    // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane.
+    // Sums of 16: vpsadbw adds 8 bytes (q + 128, unsigned) per 64-bit lane;
+    // adjacent lanes added, less 16 * 128.
+    __m512i sad[4];
     for (int v = 0; v < 4; ++v) {
       const __m512i u = _mm512_xor_si512(_mm512_load_si512(b.q + 64 * v),
                                          _mm512_set1_epi8(static_cast<char>(0x80)));
-      alignas(64) uint64_t eight[8];
-      _mm512_store_si512(eight, _mm512_sad_epu8(u, _mm512_setzero_si512()));
-      for (int g = 0; g < 4; ++g)
-        b.bsums[4 * v + g] =
-            static_cast<int16_t>(static_cast<int>(eight[2 * g] + eight[2 * g + 1]) - 16 * 128);
+      sad[v] = _mm512_sad_epu8(u, _mm512_setzero_si512());
+    }
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i s =
+          _mm512_add_epi64(_mm512_permutex2var_epi64(sad[2 * h], even, sad[2 * h + 1]),
+                           _mm512_permutex2var_epi64(sad[2 * h], odd, sad[2 * h + 1]));
+      const __m512i centred = _mm512_sub_epi64(s, _mm512_set1_epi64(16 * 128));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.bsums + 8 * h), _mm512_cvtepi64_epi16(centred));
     }
     b.d = 1.0f / iscale;
   }

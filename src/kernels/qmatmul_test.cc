@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -163,6 +164,89 @@ TEST(MatMulPathsTest, RandomBlockBytesGiveTheSameBitsOnEveryPath) {
     }
   }
   SetActiveIsa(AvailableIsas().back());
+}
+
+// Each path's integer gemm called directly (no MatMul split) for one shape
+// against the scalar reference's outputs of a larger product: an output
+// element depends only on its row and token, never on how many rows and
+// tokens share the call. Activations and outputs have strides wider than
+// the data, and the outputs' padding must stay untouched.
+void ExpectTilesMatchReference(DType type, int64_t n_cols, const std::vector<int64_t>& row_counts,
+                               const std::vector<int64_t>& token_counts) {
+  const bool k_quant = IsKQuant(type);
+  const int64_t n_blocks = n_cols / (k_quant ? internal::kQ8KValues : internal::kQ8Block32Values);
+  const int64_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
+  const int64_t max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
+  const size_t row_bytes = RowBytes(type, n_cols);
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(max_rows));
+  const std::vector<float> src = RandomVec(max_rows * n_cols, 110, 0.5f);
+  for (int64_t r = 0; r < max_rows; ++r)
+    QuantizeRow(type, &src[static_cast<size_t>(r * n_cols)], w.data() + r * row_bytes, n_cols);
+  const std::vector<float> x = RandomVec(max_tokens * n_cols, 111, 2.0f);
+  const int64_t lda = n_blocks + 1;
+  std::vector<internal::Q8KBlock> qk(k_quant ? static_cast<size_t>(max_tokens * lda) : 0);
+  std::vector<internal::Q8Block32> q32(k_quant ? 0 : static_cast<size_t>(max_tokens * lda));
+  for (int64_t t = 0; t < max_tokens; ++t) {
+    const float* xt = &x[static_cast<size_t>(t * n_cols)];
+    if (k_quant) {
+      internal::QuantizeQ8KRef(xt, n_cols, &qk[static_cast<size_t>(t * lda)]);
+    } else {
+      internal::QuantizeQ8_32Ref(xt, n_cols, &q32[static_cast<size_t>(t * lda)]);
+    }
+  }
+  auto run = [&](const internal::IsaOps& ops, int64_t n_rows, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+    if (k_quant) {
+      ops.qgemm(type, w.data(), row_bytes, n_rows, n_blocks, qk.data(), lda, n_tokens, y, ldy);
+    } else {
+      ops.qgemm32(type, w.data(), row_bytes, n_rows, n_blocks, q32.data(), lda, n_tokens, y, ldy);
+    }
+  };
+  std::vector<float> ref(static_cast<size_t>(max_tokens * max_rows));
+  run(internal::ScalarOps(), max_rows, max_tokens, ref.data(), max_rows);
+  const float kPad = -1234.5f;
+  for (Isa isa : AvailableIsas()) {
+    if (isa == Isa::kScalar) continue;
+    ASSERT_TRUE(SetActiveIsa(isa));
+    for (int64_t n_rows : row_counts) {
+      for (int64_t n_tokens : token_counts) {
+        const int64_t ldy = n_rows + 3;
+        std::vector<float> y(static_cast<size_t>(n_tokens * ldy), kPad);
+        run(internal::Ops(), n_rows, n_tokens, y.data(), ldy);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          const float* got = &y[static_cast<size_t>(t * ldy)];
+          ASSERT_EQ(0, std::memcmp(got, &ref[static_cast<size_t>(t * max_rows)], n_rows * 4))
+              << IsaName(isa) << ", " << n_rows << " rows, " << n_tokens << " tokens, token " << t;
+          for (int64_t r = n_rows; r < ldy; ++r)
+            ASSERT_EQ(got[r], kPad) << IsaName(isa) << ", padding after row " << n_rows;
+        }
+      }
+    }
+  }
+  SetActiveIsa(AvailableIsas().back());
+}
+
+TEST(QGemmTilesTest, EveryTileShapeGivesTheScalarBits) {
+  // Rows around the 16-row panels and 32-row pairs (and the 8-row decode
+  // tiles); tokens around the decode / panel threshold (12) and the panel
+  // tiles of 4, 6 and 8 tokens.
+  const std::vector<int64_t> rows = {1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 49, 64, 70};
+  const std::vector<int64_t> tokens = {1, 5, 11, 12, 13, 16, 17, 23, 25, 30, 31};
+  for (DType type : AllWeightTypes()) {
+    if (GetDTypeInfo(type).block_values == 1) continue;
+    SCOPED_TRACE(DTypeName(type));
+    ExpectTilesMatchReference(type, 512, rows, tokens);
+  }
+}
+
+TEST(QGemmTilesTest, LongRowsAndManyTokensGiveTheScalarBits) {
+  // 3072 columns: the reduction runs in several block passes (partial
+  // results waiting in y) and the tokens in several chunks, the last short.
+  for (DType type : AllWeightTypes()) {
+    if (GetDTypeInfo(type).block_values == 1) continue;
+    SCOPED_TRACE(DTypeName(type));
+    ExpectTilesMatchReference(type, 3072, {40}, {100, 157});
+  }
 }
 
 TEST(QMatMulStrideTest, RowsFartherApartThanGatherOffsetsReachGiveTheSameBits) {
