@@ -26,9 +26,9 @@ constexpr int64_t kIntTokenBlock = 512;      // the same for the integer path
 constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
 constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
 constexpr int64_t kIntRowAlign = 32;         // integer prompts: pairs of 16-row panels
-constexpr int64_t kIntPanelTokens = 12;      // integer kernels pack panels from this many tokens
+constexpr int64_t kIntPanelTokens = 12;      // = qroute_avx512.h kPanelMinTokens: panels from here
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
-constexpr int64_t kTasksPerThread = 8;       // enough tasks for the dynamic counter to balance
+constexpr int64_t kTasksPerThread = 8;       // enough tasks for stealing to even out the ends
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
