@@ -304,6 +304,25 @@ BENCHMARK(BM_AttentionSplit)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The softmax normaliser behind logprobs over a Qwen-sized vocabulary, on each
+// path (0 scalar: exponentials in double, 1 AVX2, 2 AVX-512).
+void BM_LogSumExp(benchmark::State& state) {
+  const Isa isa = static_cast<Isa>(state.range(0));
+  const std::vector<Isa> have = AvailableIsas();
+  if (std::find(have.begin(), have.end(), isa) == have.end()) {
+    state.SkipWithError("this CPU lacks the path");
+    return;
+  }
+  const Isa before = ActiveIsa();
+  SetActiveIsa(isa);
+  std::vector<float> logits = RandomVec(151936, 12);
+  for (float& v : logits) v *= 12.0f;
+  for (auto _ : state) benchmark::DoNotOptimize(LogSumExp(logits.data(), 151936));
+  state.SetLabel(IsaName(isa));
+  SetActiveIsa(before);
+}
+BENCHMARK(BM_LogSumExp)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
 void BM_SwiGlu(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> g = RandomVec(n, 5), u = RandomVec(n, 6);

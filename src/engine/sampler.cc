@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "kernels/kernels.h"
+
 namespace mx::engine {
 namespace {
 
@@ -32,17 +34,6 @@ size_t ArgMax(std::span<const float> v) {
     if (v[i] > v[best]) best = i;
   }
   return best;
-}
-
-// log(sum(exp(v))) in double, NaN counted as -inf. -inf when nothing is above -inf.
-double LogSumExp(std::span<const float> v) {
-  float max = kNegInf;
-  for (float x : v) max = std::max(max, Clean(x));
-  if (max == kNegInf) return -std::numeric_limits<double>::infinity();
-  if (std::isinf(max)) return max;  // +inf dominates
-  double sum = 0.0;
-  for (float x : v) sum += std::exp(static_cast<double>(Clean(x)) - max);
-  return max + std::log(sum);
 }
 
 }  // namespace
@@ -277,12 +268,21 @@ int32_t Sampler::Draw() {
   return cands_.front().id;
 }
 
+double Sampler::LogNormaliser(std::span<const float> logits) {
+  return kernels::LogSumExp(logits.data(), static_cast<int64_t>(logits.size()));
+}
+
 std::vector<std::pair<int32_t, float>> Sampler::TopLogprobs(std::span<const float> logits, int n) {
+  if (n <= 0 || logits.empty()) return {};
+  return TopLogprobs(logits, n, LogNormaliser(logits));
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::TopLogprobs(std::span<const float> logits, int n,
+                                                            double lse) {
   std::vector<std::pair<int32_t, float>> out;
   if (n <= 0 || logits.empty()) return out;
   std::vector<Candidate> top;
   SelectTopK(logits, static_cast<size_t>(n), top);
-  const double lse = LogSumExp(logits);
   out.reserve(top.size());
   for (const Candidate& c : top) {
     const float lp = std::isfinite(lse) ? static_cast<float>(c.logit - lse) : kNegInf;
@@ -293,7 +293,11 @@ std::vector<std::pair<int32_t, float>> Sampler::TopLogprobs(std::span<const floa
 
 float Sampler::Logprob(std::span<const float> logits, int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= logits.size()) return kNegInf;
-  const double lse = LogSumExp(logits);
+  return Logprob(logits, id, LogNormaliser(logits));
+}
+
+float Sampler::Logprob(std::span<const float> logits, int32_t id, double lse) {
+  if (id < 0 || static_cast<size_t>(id) >= logits.size()) return kNegInf;
   if (!std::isfinite(lse)) return kNegInf;
   const float lp = static_cast<float>(Clean(logits[id]) - lse);
   return std::isnan(lp) ? kNegInf : lp;

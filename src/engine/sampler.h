@@ -31,7 +31,7 @@ struct SamplingParams {
   // Added to the token's logit before everything else (OpenAI's logit_bias;
   // -infinity bans it). Ids outside the vocabulary are ignored.
   std::vector<std::pair<int32_t, float>> logit_bias;
-  uint64_t seed = 0;            // 0 = a random seed
+  uint64_t seed = 0;  // 0 = a random seed
   bool greedy() const { return temperature <= 0; }
 };
 
@@ -79,6 +79,13 @@ class Sampler {
   static std::vector<std::pair<int32_t, float>> TopLogprobs(std::span<const float> logits, int n);
   // log softmax(logits)[id]; -infinity when id is outside [0, logits.size()).
   static float Logprob(std::span<const float> logits, int32_t id);
+  // The softmax's normaliser, log(sum(exp(logits))) (kernels.h LogSumExp),
+  // and the two above given it: a token's logprob and its top alternatives
+  // cost one pass over the vocabulary.
+  static double LogNormaliser(std::span<const float> logits);
+  static std::vector<std::pair<int32_t, float>> TopLogprobs(std::span<const float> logits, int n,
+                                                            double log_normaliser);
+  static float Logprob(std::span<const float> logits, int32_t id, double log_normaliser);
 
  private:
   struct Candidate {

@@ -299,8 +299,10 @@ void Scheduler::OnLogits(Slot& s, std::span<const float> logits) {
   ev.has_token = true;
   ev.token = id;
   if (s.request.logprobs) {
-    ev.logprob = Sampler::Logprob(logits, id);
-    if (s.request.top_logprobs > 0) ev.top = Sampler::TopLogprobs(logits, s.request.top_logprobs);
+    const double lse = Sampler::LogNormaliser(logits);
+    ev.logprob = Sampler::Logprob(logits, id, lse);
+    if (s.request.top_logprobs > 0)
+      ev.top = Sampler::TopLogprobs(logits, s.request.top_logprobs, lse);
   }
   ev.text = s.text->Push(tok.TokenToPiece(id));
   s.history.push_back(id);

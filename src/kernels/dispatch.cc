@@ -167,6 +167,13 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
 
 void Silu(float* x, int64_t n) { internal::Ops().silu(x, n); }
 
+double LogSumExp(const float* x, int64_t n) {
+  const internal::IsaOps& ops = internal::Ops();
+  const float max = ops.max_value(x, n);
+  if (std::isinf(max)) return max;  // nothing above -inf, or +inf dominates
+  return max + std::log(ops.sum_exp(x, n, max));
+}
+
 void DeltaRule(float* s, const float* k, const float* v, const float* q, float decay, float beta,
                int64_t d_k, int64_t d_v, float* delta, float* out) {
   internal::Ops().delta_rule(s, k, v, q, decay, beta, d_k, d_v, delta, out);

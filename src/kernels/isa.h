@@ -86,6 +86,10 @@ struct IsaOps {
   // out[i] = (x[i] * scale) * w[i], or x[i] * scale when w is null.
   void (*scale_mul)(const float* x, const float* w, float scale, int64_t n, float* out);
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+  // Sum over i of exp(x[i] - shift) in double, NaN terms left out, and the
+  // largest x[i] (NaN left out; -inf when none): kernels.h LogSumExp's parts.
+  double (*sum_exp)(const float* x, int64_t n, float shift);
+  float (*max_value)(const float* x, int64_t n);
   void (*silu)(float* x, int64_t n);
   // kernels.h AttentionRows (AttentionRow is the n_q = 1 case).
   void (*attention_rows)(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,

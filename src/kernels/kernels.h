@@ -133,6 +133,12 @@ struct RopePos {
 void RopeMulti(float* x, int n_heads, int head_dim, const RopeParams& p, const int sections[4],
                const RopePos& pos);
 
+// log(sum over i of exp(x[i])), NaN terms left out: -inf when no term is above
+// -inf, +inf when one is +inf. Computed as max + log(sum of exp(x[i] - max))
+// with the terms summed in double; the vector paths compute the exponentials
+// in f32 (relative error ~1e-7 each), the scalar path in double. A softmax's
+// normaliser, for logprobs.
+double LogSumExp(const float* x, int64_t n);
 // out[i] = silu(gate[i]) * up[i]; out may alias gate.
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = max(x[i], 0)^2.

@@ -56,6 +56,36 @@ double SumSquares(const float* x, int64_t n) {
 // Lanes of the step at i: all, or the first n - i.
 inline __m256i StepMask(int64_t i, int64_t n) { return FirstLanes(n - i >= 8 ? 8 : n - i); }
 
+float MaxValue(const float* x, int64_t n) {
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = StepMask(i, n);
+    const __m256 v = _mm256_maskload_ps(x + i, m);
+    // Only lanes in range and above the running max (NaN compares false).
+    const __m256 gt = _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cmp_ps(v, mx, _CMP_GT_OQ));
+    mx = _mm256_blendv_ps(mx, v, gt);
+  }
+  return HMax(mx);
+}
+
+double SumExp(const float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = StepMask(i, n);
+    const __m256 v = _mm256_maskload_ps(x + i, m);
+    // Lanes past n and NaN lanes add 0.
+    const __m256 keep = _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    const __m256 e = _mm256_and_ps(keep, avx2::Exp(_mm256_sub_ps(v, s)));
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  const __m256d a = _mm256_add_pd(lo, hi);
+  __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  b = _mm_add_sd(b, _mm_unpackhi_pd(b, b));
+  return _mm_cvtsd_f64(b);
+}
+
 void ScaleMul(const float* x, const float* w, float scale, int64_t n, float* out) {
   const __m256 s = _mm256_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 8) {
@@ -375,6 +405,8 @@ const IsaOps kAvx2Ops = {
     .sum_squares = SumSquares,
     .scale_mul = ScaleMul,
     .swiglu = SwiGlu,
+    .sum_exp = SumExp,
+    .max_value = MaxValue,
     .silu = Silu,
     .attention_rows = AttentionRows,
     .attention_scores = nullptr,  // no two-phase attention on this path

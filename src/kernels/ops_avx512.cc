@@ -48,6 +48,32 @@ double SumSquares(const float* x, int64_t n) {
   return HSumPd(_mm512_add_pd(lo, hi));
 }
 
+float MaxValue(const float* x, int64_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : FirstLanes(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    // Only lanes above the running max (NaN compares false).
+    mx = _mm512_mask_mov_ps(mx, _mm512_mask_cmp_ps_mask(m, v, mx, _CMP_GT_OQ), v);
+  }
+  return avx512::HMax(mx);
+}
+
+double SumExp(const float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : FirstLanes(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    // Lanes past n and NaN lanes add 0.
+    const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, v, v, _CMP_ORD_Q);
+    const __m512 e = _mm512_maskz_mov_ps(keep, avx512::Exp(_mm512_sub_ps(v, s)));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  return HSumPd(_mm512_add_pd(lo, hi));
+}
+
 void ScaleMul(const float* x, const float* w, float scale, int64_t n, float* out) {
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
@@ -145,6 +171,8 @@ const IsaOps kAvx512Ops = {
     .sum_squares = SumSquares,
     .scale_mul = ScaleMul,
     .swiglu = SwiGlu,
+    .sum_exp = SumExp,
+    .max_value = MaxValue,
     .silu = Silu,
     .attention_rows = AttentionRowsAvx512,
     .attention_scores = AttentionScoresAvx512,

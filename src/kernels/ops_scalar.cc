@@ -75,6 +75,20 @@ double SumSquares(const float* x, int64_t n) {
   return sum;
 }
 
+float MaxValue(const float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;  // NaN compares false
+  return max;
+}
+
+double SumExp(const float* x, int64_t n, float shift) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isnan(x[i])) sum += std::exp(static_cast<double>(x[i]) - shift);
+  }
+  return sum;
+}
+
 void ScaleMul(const float* x, const float* w, float scale, int64_t n, float* out) {
   if (w == nullptr) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
@@ -188,6 +202,8 @@ const IsaOps kScalarOps = {
     .sum_squares = SumSquares,
     .scale_mul = ScaleMul,
     .swiglu = SwiGlu,
+    .sum_exp = SumExp,
+    .max_value = MaxValue,
     .silu = Silu,
     .attention_rows = AttentionRows,
     .attention_scores = nullptr,  // no two-phase attention on this path

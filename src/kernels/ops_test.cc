@@ -235,6 +235,40 @@ TEST_P(OpsTest, SwiGluAndSiluMatchDouble) {
   EXPECT_EQ(special[3], 0.0f);
 }
 
+// log(sum(exp(x))) against a double sum over the same values (NaN left out).
+TEST_P(OpsTest, LogSumExpMatchesDouble) {
+  auto reference = [](const std::vector<float>& x) {
+    double max = -INFINITY;
+    for (float v : x) max = v > max ? v : max;
+    if (std::isinf(max)) return max;
+    double sum = 0.0;
+    for (float v : x) {
+      if (!std::isnan(v)) sum += std::exp(static_cast<double>(v) - max);
+    }
+    return max + std::log(sum);
+  };
+  for (int64_t n : {1, 7, 15, 16, 17, 1000, 151936}) {
+    std::vector<float> x = RandomVec(n, static_cast<uint32_t>(n));
+    for (float& v : x) v *= 12.0f;  // logits of a real spread
+    if (n > 16) {
+      x[3] = NAN;
+      x[static_cast<size_t>(n) - 2] = -INFINITY;
+      x[5] = 40.0f;  // the largest, inside the first vector
+    }
+    const double want = reference(x);
+    EXPECT_NEAR(LogSumExp(x.data(), n), want, 2e-6 * std::fabs(want) + 1e-6) << "n " << n;
+  }
+  const std::vector<float> none = {-INFINITY, NAN, -INFINITY};
+  EXPECT_EQ(LogSumExp(none.data(), 3), -INFINITY);
+  EXPECT_EQ(LogSumExp(none.data(), 0), -INFINITY);
+  const std::vector<float> big = {1.0f, INFINITY, NAN, 2.0f};
+  EXPECT_EQ(LogSumExp(big.data(), 4), INFINITY);
+  // The largest value in the last, partial vector; the lanes past n are not read as 0.
+  std::vector<float> tail(33, -50.0f);
+  tail[32] = -40.0f;
+  EXPECT_NEAR(LogSumExp(tail.data(), 33), reference(tail), 1e-5);
+}
+
 // ------------------------------------------------------------ delta rule
 
 // S = decay S; delta = beta (v - S^T k); S += k delta^T; out = S^T q, in double.
