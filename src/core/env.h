@@ -22,6 +22,13 @@ class MappedFile {
   virtual const uint8_t* data() const = 0;
   virtual size_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // Says the bytes [offset, offset + n) will not be read again: the whole
+  // pages inside leave the process's memory (a read after this maps them from
+  // the file again). A no-op where the bytes are not a file mapping.
+  virtual void DropPages(size_t offset, size_t n) const {
+    (void)offset;
+    (void)n;
+  }
 };
 
 // A file written sequentially (leveldb's WritableFile). Not thread-safe: one

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -92,6 +93,14 @@ class PosixMappedFile final : public MappedFile {
   const uint8_t* data() const override { return static_cast<const uint8_t*>(base_); }
   size_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  void DropPages(size_t offset, size_t n) const override {
+    if (base_ == nullptr || offset >= size_) return;
+    n = std::min(n, size_ - offset);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t begin = (offset + page - 1) / page * page, end = (offset + n) / page * page;
+    // A read-only private mapping never written: its pages come back from the file.
+    if (end > begin) madvise(static_cast<uint8_t*>(base_) + begin, end - begin, MADV_DONTNEED);
+  }
 
  private:
   std::string path_;

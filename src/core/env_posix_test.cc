@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/env.h"
@@ -117,4 +121,44 @@ TEST(EnvPosixTest, ModeAndModifiedTimeAreSet) {
 }
 
 }  // namespace
+// The Rss (bytes) /proc/self/smaps gives the mapping that starts at `base`.
+size_t MappingRss(const void* base) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      in = lo == reinterpret_cast<uintptr_t>(base);
+      continue;
+    }
+    if (in && line.rfind("Rss:", 0) == 0) return std::stoul(line.substr(4)) * 1024;
+  }
+  return 0;
+}
+
+TEST(EnvPosixTest, DroppedPagesLeaveTheProcessAndReadBackFromTheFile) {
+  ScratchDir dir("env");
+  constexpr size_t kSize = size_t{8} << 20;
+  std::string bytes(kSize, '\0');
+  for (size_t i = 0; i < kSize; ++i) bytes[i] = static_cast<char>(i * 131 + i / 4096);
+  WriteBytes(dir.Sub("weights"), bytes);
+  auto mapped = Env::Default()->MapReadOnly(dir.Sub("weights"));
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  const uint8_t* data = (*mapped)->data();
+  volatile uint8_t sink = 0;
+  for (size_t i = 0; i < kSize; i += 4096) sink = sink + data[i];
+  const size_t before = MappingRss(data);
+  ASSERT_GE(before, kSize - 64 * 1024) << "every page was read";
+  // 4 MiB from an offset inside a page: only the whole pages inside go.
+  (*mapped)->DropPages(100, size_t{4} << 20);
+  const size_t after = MappingRss(data);
+  EXPECT_LE(after, before - (size_t{4} << 20) + 4096);
+  EXPECT_GE(after, before - (size_t{4} << 20) - 4096);
+  EXPECT_EQ(0, std::memcmp(data, bytes.data(), kSize)) << "the bytes read back from the file";
+  (*mapped)->DropPages(kSize - 10, 1000);  // past the end: clipped, nothing breaks
+}
+
 }  // namespace mx

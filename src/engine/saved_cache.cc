@@ -67,6 +67,7 @@ cache::ModelBinding ComputeModelBinding(const models::Model& model, const models
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int digest_len = 0;
   EVP_Digest(digests.data(), digests.size(), digest, &digest_len, EVP_sha256(), nullptr);
+  model.DropCopiedFilePages();  // hashing read them back in; the model reads its copies
   return {"sha256x64m:" + Hex(digest, digest_len), layout.Fingerprint()};
 }
 

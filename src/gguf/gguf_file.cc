@@ -490,6 +490,11 @@ const Value* GgufFile::Find(std::string_view key) const {
   return it == metadata_.end() ? nullptr : &it->second;
 }
 
+void GgufFile::DropPages(const uint8_t* p, size_t n) const {
+  if (mapping_ == nullptr || p < data_ || p > data_ + size_) return;
+  mapping_->DropPages(static_cast<size_t>(p - data_), n);
+}
+
 const TensorInfo* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];

@@ -78,6 +78,9 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
   const uint8_t* file_data() const { return data_; }
+  // MappedFile::DropPages for the bytes [p, p + n) of this file (a no-op for
+  // a Parse()d one).
+  void DropPages(const uint8_t* p, size_t n) const;
 
   const std::map<std::string, Value>& metadata() const { return metadata_; }
   const Value* Find(std::string_view key) const;

@@ -9,6 +9,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/logging.h"
 #include "kernels/isa.h"
@@ -24,6 +28,27 @@ bool HasF16c() {
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (ecx & (1u << 29)) != 0;
 }
+
+// AVX512_BF16 (CPUID.(7,1):EAX bit 5), AMX-BF16 and AMX-TILE (CPUID.(7,0):EDX
+// bits 22, 24), and Linux's permission to use the tile data state, asked for
+// once (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; refused by kernels older
+// than 5.16 and where the OS does not enable AMX).
+bool HasAmxBf16() {
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if ((edx & (1u << 22)) == 0 || (edx & (1u << 24)) == 0) return false;
+    if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0 || (eax & (1u << 5)) == 0)
+      return false;
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
 #endif
 
 bool CpuHas(Isa isa) {
@@ -37,6 +62,8 @@ bool CpuHas(Isa isa) {
       return CpuHas(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    case Isa::kAmx:
+      return CpuHas(Isa::kAvx512) && HasAmxBf16();
 #else
     default:
       return false;
@@ -47,6 +74,8 @@ bool CpuHas(Isa isa) {
 
 const internal::IsaOps& TableFor(Isa isa) {
   switch (isa) {
+    case Isa::kAmx:
+      return internal::AmxOps();
     case Isa::kAvx512:
       return internal::Avx512Ops();
     case Isa::kAvx2:
@@ -58,6 +87,7 @@ const internal::IsaOps& TableFor(Isa isa) {
 }
 
 Isa BestIsa() {
+  if (CpuHas(Isa::kAmx)) return Isa::kAmx;
   if (CpuHas(Isa::kAvx512)) return Isa::kAvx512;
   if (CpuHas(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kScalar;
@@ -70,7 +100,7 @@ Isa InitialIsa() {
   const Isa isa = IsaForSetting(setting);
   if (!setting.empty() && setting != IsaName(isa)) {
     MX_LOG(kWarn) << "MATRICXON_KERNELS=" << setting
-                  << " is not an available path (scalar|avx2|avx512 "
+                  << " is not an available path (scalar|avx2|avx512|amx "
                   << "the CPU supports); using " << IsaName(isa);
   }
   return isa;
@@ -101,12 +131,14 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "unknown";
 }
 
 bool IsaFromName(std::string_view name, Isa* isa) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (name == IsaName(i)) {
       *isa = i;
       return true;
@@ -123,7 +155,7 @@ Isa IsaForSetting(std::string_view setting) {
 
 std::vector<Isa> AvailableIsas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (CpuHas(i)) out.push_back(i);
   }
   return out;
@@ -141,6 +173,10 @@ bool SetActiveIsa(Isa isa) {
 // ------------------------------------------------------------ entry points
 
 bool WeightTypeSupported(DType type) { return internal::DequantizeSupportedRef(type); }
+
+size_t FastRowAlignment(DType type) {
+  return type == DType::kBF16 && internal::Ops().bgemm != nullptr ? 64 : 1;
+}
 bool QuantizeSupported(DType type) { return internal::QuantizeSupportedRef(type); }
 
 void DequantizeRow(DType type, const uint8_t* src, float* dst, int64_t n) {

@@ -105,11 +105,28 @@ struct IsaOps {
   // kernels.h DeltaRule.
   void (*delta_rule)(float* s, const float* k, const float* v, const float* q, float decay,
                      float beta, int64_t d_k, int64_t d_v, float* delta, float* out);
+  // BF16 weights on a path with a tile unit (null elsewhere: BF16 then runs
+  // `gemm` on f32 activations). pack_bf16 rounds n_tokens rows of x to bf16
+  // (RNE) into groups of kBf16GroupTokens tokens (missing tokens and columns
+  // zero), each group ceil(n_cols / 32) Bf16Chunks; bgemm computes y as
+  // GemmFn does from the stored rows and packed activations (xp: the first
+  // token's group). Every output element is the same sequence of tile
+  // products for any n_rows, n_tokens or split.
+  void (*pack_bf16)(const float* x, int64_t ldx, int64_t n_tokens, int64_t n_cols, uint16_t* out);
+  void (*bgemm)(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+                const uint16_t* xp, int64_t n_tokens, float* y, int64_t ldy);
+};
+// One packed (token group, 32 columns) unit of pack_bf16: row kk holds each
+// token's columns 2 kk and 2 kk + 1.
+inline constexpr int64_t kBf16GroupTokens = 16;
+struct alignas(64) Bf16Chunk {
+  uint16_t v[512];
 };
 
 const IsaOps& ScalarOps();
 const IsaOps& Avx2Ops();    // only call when the CPU has AVX2 + FMA + F16C
 const IsaOps& Avx512Ops();  // only call when the CPU has AVX-512 F/BW/VL/DQ/VNNI
+const IsaOps& AmxOps();     // ... and AVX512_BF16, AMX-TILE, AMX-BF16, granted by the OS
 // The active table (see kernels.h ActiveIsa).
 const IsaOps& Ops();
 
@@ -153,6 +170,10 @@ void AttentionScoresAvx512(const float* q, int64_t ldq, int64_t n_q, int n_head,
 void AttentionFromScoresAvx512(int64_t n_q, int n_head, const KvView& kv, const int64_t* n_pos,
                                int kv0, int kv1, float* s, int64_t lds, float* out, int64_t ldo);
 bool AttentionSplitFits(int64_t n_q, int n_head, const KvView& kv);
+// The amx path's BF16 kernels (matmul_amx.cc).
+void PackBf16Amx(const float* x, int64_t ldx, int64_t n_tokens, int64_t n_cols, uint16_t* out);
+void BGemmAmx(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols,
+              const uint16_t* xp, int64_t n_tokens, float* y, int64_t ldy);
 bool DequantAvx2(DType type, const uint8_t* src, float* dst, int64_t n);
 bool DequantAvx512(DType type, const uint8_t* src, float* dst, int64_t n);
 

@@ -20,13 +20,15 @@
 namespace mx::kernels {
 
 // Instruction-set paths. The best one this CPU supports is chosen at first
-// use; MATRICXON_KERNELS=scalar|avx2|avx512 (read once, at that moment)
+// use; MATRICXON_KERNELS=scalar|avx2|avx512|amx (read once, at that moment)
 // forces one. A forced path the CPU lacks falls back to the best available
 // (with a warning line). Results are bit-identical run to run within a path;
-// across paths they agree to within summation-order error.
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// across paths they agree to within summation-order error (and, for BF16
+// weights on amx, the rounding of the activations, see MatMul). amx is
+// avx512 with BF16 weights multiplied on the AMX tile unit.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
-// "scalar", "avx2", "avx512".
+// "scalar", "avx2", "avx512", "amx".
 const char* IsaName(Isa isa);
 // Parses an IsaName() string; false when unknown.
 bool IsaFromName(std::string_view name, Isa* isa);
@@ -53,10 +55,18 @@ struct Matrix {
 
 // True when MatMul and DequantizeRow handle weights of this type.
 bool WeightTypeSupported(DType type);
+// The alignment (bytes, of data and row_bytes) at which MatMul on the active
+// path reads rows of `type` at full speed; 1 when any is as fast. BF16 on
+// amx: 64 (a tile row that straddles two cache lines costs two loads; rows
+// not so aligned are copied block by block on every call).
+size_t FastRowAlignment(DType type);
 
 // y[t * ldy + r] = sum_k W[r, k] * x[t * ldx + k] for t < n_tokens, r < n_rows.
 // F32, F16, BF16: activations stay f32, the result equals an f32 computation
-// up to summation order. Quantized weights read their activations rounded as
+// up to summation order; except BF16 on the amx path, whose activations are
+// rounded to bf16 (round to nearest even, as llama.cpp's CPU backend rounds
+// them for BF16 weights) and whose products (exact) are summed by the tile
+// unit in f32 (bf16 denormals read as zero). Quantized weights read their activations rounded as
 // llama.cpp's CPU backend rounds them: per token, Q8_K blocks (256 values,
 // one f32 scale, int8) for Q4_K, Q5_K, Q6_K and Q8_0 blocks (32 values, an
 // fp16 scale) for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1. Block dot products are exact

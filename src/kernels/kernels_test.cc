@@ -22,7 +22,7 @@ namespace {
 // ---------------------------------------------------------------- dispatch
 
 TEST(DispatchTest, NamesRoundTripAndScalarIsAlwaysThere) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     Isa parsed;
     ASSERT_TRUE(IsaFromName(IsaName(isa), &parsed));
     EXPECT_EQ(parsed, isa);
@@ -189,12 +189,13 @@ void CheckMatMulAgainstReference(DType type, const Shape& s, ThreadPool* pool) {
   MatMul(tm.m, x.data(), ldx, s.n_tokens, y.data(), ldy, pool);
   // Quantized weights read Q8_K / Q8_0-rounded activations (kernels.h);
   // their block sums are exact integers, then each block adds a few f32
-  // roundings.
+  // roundings. BF16 weights on amx read bf16-rounded activations.
   const int64_t block = GetDTypeInfo(type).block_values;
   const bool integer = block > 1;
   for (int64_t t = 0; t < s.n_tokens; ++t) {
     std::vector<double> xt(&x[static_cast<size_t>(t * ldx)],
                            &x[static_cast<size_t>(t * ldx + s.n_cols)]);
+    if (RoundsBf16Activations(type)) xt = RoundedToBf16(xt);
     if (block == 256) xt = RefQ8K(&x[static_cast<size_t>(t * ldx)], s.n_cols);
     if (block == 32) xt = RefQ8_32(&x[static_cast<size_t>(t * ldx)], s.n_cols);
     for (int64_t r = 0; r < s.n_rows; ++r) {
@@ -295,6 +296,34 @@ TEST_P(MatMulTest, BatchInvariantForLongPrompts) {
   }
 }
 
+TEST_P(MatMulTest, WeightAddressDoesNotChangeTheBits) {
+  // The same rows at a 64-byte boundary and off it (GGUF aligns tensors to
+  // 32 bytes): paths that read aligned rows in place and copy the others
+  // give the same values.
+  ThreadPool pool(2);
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(type));
+    const int64_t n_cols = 512, n_rows = 70;
+    const TestMatrix tm = MakeMatrix(type, n_rows, n_cols, 23);
+    const size_t bytes = tm.m.row_bytes * static_cast<size_t>(n_rows);
+    std::vector<uint8_t> raw(bytes + 128);
+    const size_t base = (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+    for (int64_t tokens : {1, 40}) {
+      const std::vector<float> x = RandomVec(tokens * n_cols, 24);
+      std::vector<std::vector<float>> ys;
+      for (size_t offset : {size_t{0}, size_t{32}, size_t{2}}) {
+        uint8_t* at = raw.data() + base + offset;
+        std::memcpy(at, tm.m.data, bytes);
+        Matrix m = tm.m;
+        m.data = at;
+        ys.push_back(MatMulChunked(m, x, tokens, tokens, &pool));
+      }
+      EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4)) << tokens;
+      EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * 4)) << tokens;
+    }
+  }
+}
+
 TEST_P(MatMulTest, GroupedProductsEqualSeparateOnes) {
   // MatMuls over five jobs (more than one group) of mixed types and token
   // counts gives each job exactly MatMul's bits.
@@ -331,11 +360,16 @@ TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
     const int64_t n_cols = IsKQuant(type) ? 768 : 224, n_rows = 45, n_tokens = 29;
     const TestMatrix tm = MakeMatrix(type, n_rows, n_cols, 31);
     const std::vector<float> x = RandomVec(n_tokens * n_cols, 32);
+    // What a path that rounds BF16 activations reads, in f32.
+    std::vector<float> x_bf16(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = Bf16ToF32(F32ToBf16(x[i]));
     ASSERT_TRUE(SetActiveIsa(Isa::kScalar));
     const std::vector<float> ref = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
+    const std::vector<float> ref_bf16 = MatMulChunked(tm.m, x_bf16, n_tokens, n_tokens, &pool);
     for (Isa isa : AvailableIsas()) {
       ASSERT_TRUE(SetActiveIsa(isa));
       const std::vector<float> got = MatMulChunked(tm.m, x, n_tokens, n_tokens, &pool);
+      const std::vector<float>& want = RoundsBf16Activations(type) ? ref_bf16 : ref;
       if (GetDTypeInfo(type).block_values > 1) {
         // The integer path has one f32 order on every path (qdot_blocks.h).
         EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * 4)) << IsaName(isa);
@@ -349,7 +383,7 @@ TEST(MatMulPathsTest, SimdPathsAgreeWithScalar) {
                                  x[static_cast<size_t>(t * n_cols + k)]);
           }
           const size_t i = static_cast<size_t>(t * n_rows + r);
-          ASSERT_NEAR(got[i], ref[i], 2 * DotTolerance(n_cols, abs_sum)) << IsaName(isa);
+          ASSERT_NEAR(got[i], want[i], 2 * DotTolerance(n_cols, abs_sum)) << IsaName(isa);
         }
       }
     }

@@ -256,6 +256,17 @@ inline std::vector<uint8_t> RandomBlockBytes(DType type, int64_t n, uint32_t see
 // Rigorous-enough bound for an f32 dot product of n terms summed in lanes of
 // at least 8: (n/8 + 16) roundings of at most 2^-24 of sum |w x|, plus one
 // rounding per weight for formulas with an f32 add (K-quants, Q4_1, Q5_1).
+// True when MatMul on the active path rounds this weight type's activations
+// to bf16 (kernels.h: BF16 on amx).
+inline bool RoundsBf16Activations(DType type) {
+  return type == DType::kBF16 && ActiveIsa() == Isa::kAmx;
+}
+inline std::vector<double> RoundedToBf16(const std::vector<double>& x) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = Bf16ToF32(F32ToBf16(static_cast<float>(x[i])));
+  return out;
+}
+
 inline double DotTolerance(int64_t n, double abs_sum) {
   return (static_cast<double>(n) / 8 + 20) * kEps32 * abs_sum;
 }

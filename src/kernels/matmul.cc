@@ -6,7 +6,8 @@
 // weights take the integer path instead: their inputs are quantized once per
 // call (Q8K blocks for K-quants, Q8Block32 for the 32-value types; shared by
 // every job with the same input), then qgemm / qgemm32 run on the stored
-// weights for any token count. MatMuls runs several
+// weights for any token count; BF16 weights on a path with a tile unit do
+// the same with bf16-packed inputs (pack_bf16, bgemm). MatMuls runs several
 // products' tasks in one parallel region. How the work is split only affects
 // speed: every output element has one fixed reduction order on a path
 // (isa.h GemmFn, qdot_blocks.h).
@@ -27,6 +28,7 @@ constexpr int64_t kMaxRowBlock = 64;         // rows per task at most
 constexpr int64_t kRowAlign = 8;             // row blocks are multiples of this
 constexpr int64_t kIntRowAlign = 32;         // integer prompts: pairs of 16-row panels
 constexpr int64_t kIntPanelTokens = 12;      // = qroute_avx512.h kPanelMinTokens: panels from here
+constexpr int64_t kBf16RowAlign = 32;        // bf16 tile products: pairs of 16-row tiles
 constexpr int64_t kPanelBytes = 512 * 1024;  // f32 panel per task at most (stays in L2)
 constexpr int64_t kTasksPerThread = 8;       // enough tasks for stealing to even out the ends
 
@@ -45,12 +47,14 @@ float* PanelBuffer(size_t n_floats) {
   return reinterpret_cast<float*>(p);
 }
 
-// How a weight type's MatMul reads its input: f32, or quantized per token to
+// How a weight type's MatMul reads its input: f32, quantized per token to
 // Q8K blocks (K-quants, isa.h QGemmFn) or Q8Block32 blocks (the 32-value
-// block types, QGemm32Fn).
-enum class Act { kF32 = 0, kQ8K = 1, kQ8_32 = 2 };
-Act ActFor(DType type) {
+// block types, QGemm32Fn), or packed to bf16 (BF16 on a tile-unit path).
+enum class Act { kF32 = 0, kQ8K = 1, kQ8_32 = 2, kBf16 = 3 };
+Act ActFor(const internal::IsaOps& ops, DType type) {
   switch (type) {
+    case DType::kBF16:
+      return ops.bgemm != nullptr ? Act::kBf16 : Act::kF32;
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -65,8 +69,13 @@ Act ActFor(DType type) {
       return Act::kF32;
   }
 }
+// Input columns per block (kBf16: per Bf16Chunk, of a group of tokens).
 int64_t ActBlockValues(Act act) {
   return act == Act::kQ8K ? internal::kQ8KValues : internal::kQ8Block32Values;
+}
+// Blocks of one token (kBf16: of one group of tokens) over n_cols columns.
+int64_t ActBlocks(Act act, int64_t n_cols) {
+  return act == Act::kBf16 ? CeilDiv(n_cols, 32) : n_cols / ActBlockValues(act);
 }
 
 // The calling thread's activation buffers, grown on demand and kept.
@@ -80,6 +89,9 @@ Block* ActBuffer(size_t n_blocks) {
 // Quantizing fewer values than this many 32s runs on the caller (decode sizes).
 constexpr int64_t kQuantizeInline32s = 512;
 constexpr int64_t kQuantizeTokens = 16;  // tokens per quantization task
+static_assert(kQuantizeTokens % internal::kBf16GroupTokens == 0 &&
+                  kTokenBlock % internal::kBf16GroupTokens == 0,
+              "bf16 packing and tasks start at whole token groups");
 constexpr size_t kMaxGatherRowBytes = 0x7FFFFFFF / 16;
 
 }  // namespace
@@ -90,7 +102,7 @@ namespace {
 struct Split {
   bool try_direct;
   Act act;
-  const void* qx;  // the integer path's activations (Q8KBlock / Q8Block32), or null
+  const void* qx;  // quantized / packed activations (Q8KBlock, Q8Block32, Bf16Chunk), or null
   int64_t token_block, n_token_blocks;
   int64_t row_block, n_row_blocks;
   int64_t panel_stride;  // floats per panel row
@@ -104,21 +116,24 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   // tokens: convert each row block into a 64-byte aligned f32 panel that every
   // token tile of the task reuses from L2; which is faster depends on the type.
   // (The integer path always reads the stored weights: no f32 panels.)
-  s.act = ActFor(j.w.type);
+  s.act = ActFor(ops, j.w.type);
   s.try_direct = s.act != Act::kF32 || j.n_tokens <= ops.direct_max_tokens(j.w.type);
   s.qx = nullptr;
   // Token blocks: all tokens for decode-sized calls, else kTokenBlock each;
   // the integer path packs each row block into panels once per task, so its
   // tasks take up to kIntTokenBlock tokens (their activations stay in L2).
-  const int64_t token_block = s.act == Act::kF32 ? kTokenBlock : kIntTokenBlock;
+  const int64_t token_block =
+      s.act == Act::kF32 || s.act == Act::kBf16 ? kTokenBlock : kIntTokenBlock;
   s.token_block = j.n_tokens <= token_block ? j.n_tokens : token_block;
   s.n_token_blocks = CeilDiv(j.n_tokens, s.token_block);
   // Row blocks: enough tasks for every thread, bounded by the panel size.
   s.panel_stride = (n_cols + 15) / 16 * 16;
   const int64_t want_row_blocks =
       std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks));
-  const int64_t align =
-      s.act != Act::kF32 && j.n_tokens >= kIntPanelTokens ? kIntRowAlign : kRowAlign;
+  int64_t align = kRowAlign;
+  if (s.act == Act::kBf16) align = kBf16RowAlign;
+  if ((s.act == Act::kQ8K || s.act == Act::kQ8_32) && j.n_tokens >= kIntPanelTokens)
+    align = kIntRowAlign;
   int64_t row_block = CeilDiv(CeilDiv(n_rows, want_row_blocks), align) * align;
   int64_t max_rows = kMaxRowBlock;
   if (!s.try_direct) {
@@ -145,35 +160,44 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
                     ThreadPool* pool) {
   struct Input {
     const float* x;
-    int64_t ldx, n_tokens, n_blocks;
+    int64_t ldx, n_tokens, n_cols, n_blocks;
     Act act;
     size_t offset;  // first block in the kind's buffer
   };
   Input inputs[kMaxMatMulJobs];
-  size_t n_inputs = 0, total[3] = {0, 0, 0}, which[kMaxMatMulJobs];
+  size_t n_inputs = 0, total[4] = {0, 0, 0, 0}, which[kMaxMatMulJobs];
   for (size_t i = 0; i < n_planned; ++i) {
     const MatMulJob& j = *planned[i].job;
     const Act act = planned[i].split.act;
     if (act == Act::kF32) continue;
-    const int64_t n_blocks = j.w.n_cols / ActBlockValues(act);
+    const int64_t n_blocks = ActBlocks(act, j.w.n_cols);
     size_t k = 0;
-    while (k < n_inputs && !(inputs[k].x == j.x && inputs[k].ldx == j.ldx &&
-                             inputs[k].n_tokens == j.n_tokens && inputs[k].n_blocks == n_blocks &&
-                             inputs[k].act == act))
+    while (k < n_inputs &&
+           !(inputs[k].x == j.x && inputs[k].ldx == j.ldx && inputs[k].n_tokens == j.n_tokens &&
+             inputs[k].n_cols == j.w.n_cols && inputs[k].act == act))
       ++k;
     if (k == n_inputs) {
       const int a = static_cast<int>(act);
-      inputs[n_inputs++] = {j.x, j.ldx, j.n_tokens, n_blocks, act, total[a]};
-      total[a] += static_cast<size_t>(j.n_tokens * n_blocks);
+      inputs[n_inputs++] = {j.x, j.ldx, j.n_tokens, j.w.n_cols, n_blocks, act, total[a]};
+      const int64_t units =
+          act == Act::kBf16 ? CeilDiv(j.n_tokens, internal::kBf16GroupTokens) : j.n_tokens;
+      total[a] += static_cast<size_t>(units * n_blocks);
     }
     which[i] = k;
   }
   if (n_inputs == 0) return;
   internal::Q8KBlock* q8k = ActBuffer<internal::Q8KBlock>(total[1]);
   internal::Q8Block32* q8_32 = ActBuffer<internal::Q8Block32>(total[2]);
+  internal::Bf16Chunk* bf16 = ActBuffer<internal::Bf16Chunk>(total[3]);
   auto base = [&](const Input& in) -> void* {
-    return in.act == Act::kQ8K ? static_cast<void*>(q8k + in.offset)
-                               : static_cast<void*>(q8_32 + in.offset);
+    switch (in.act) {
+      case Act::kQ8K:
+        return q8k + in.offset;
+      case Act::kBf16:
+        return bf16 + in.offset;
+      default:
+        return q8_32 + in.offset;
+    }
   };
   for (size_t i = 0; i < n_planned; ++i) {
     if (planned[i].split.act != Act::kF32) planned[i].split.qx = base(inputs[which[i]]);
@@ -188,6 +212,12 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
     const Input& in = inputs[k];
     const int64_t t0 = (item - first[k]) * kQuantizeTokens;
     const int64_t t1 = std::min(in.n_tokens, t0 + kQuantizeTokens);
+    if (in.act == Act::kBf16) {
+      const int64_t group = t0 / internal::kBf16GroupTokens;
+      ops.pack_bf16(in.x + t0 * in.ldx, in.ldx, t1 - t0, in.n_cols,
+                    bf16[in.offset + static_cast<size_t>(group * in.n_blocks)].v);
+      return;
+    }
     const int64_t n = in.n_blocks * ActBlockValues(in.act);
     for (int64_t t = t0; t < t1; ++t) {
       if (in.act == Act::kQ8K) {
@@ -197,7 +227,8 @@ void QuantizeInputs(const internal::IsaOps& ops, Planned* planned, size_t n_plan
       }
     }
   };
-  const int64_t blocks = static_cast<int64_t>(total[1] * 8 + total[2]);  // ~ work, in 32s
+  const int64_t blocks =
+      static_cast<int64_t>(total[1] * 8 + total[2] + total[3] * 16);  // ~ work, in 32s
   if (pool == nullptr || first[n_inputs] <= 1 || blocks <= kQuantizeInline32s) {
     for (int64_t item = 0; item < first[n_inputs]; ++item) quantize(item, 0);
   } else {
@@ -213,6 +244,13 @@ void RunTask(const internal::IsaOps& ops, const MatMulJob& j, const Split& s, in
   const float* xb = j.x + t0 * j.ldx;
   float* yb = j.y + t0 * j.ldy + r0;
   const uint8_t* wb = w.data + static_cast<size_t>(r0) * w.row_bytes;
+  if (s.act == Act::kBf16) {
+    const int64_t n_chunks = ActBlocks(s.act, w.n_cols);
+    const auto* xp =
+        static_cast<const internal::Bf16Chunk*>(s.qx) + t0 / internal::kBf16GroupTokens * n_chunks;
+    ops.bgemm(wb, w.row_bytes, rows, w.n_cols, xp->v, tokens, yb, j.ldy);
+    return;
+  }
   if (s.act != Act::kF32) {
     // The integer kernels gather block headers of up to 16 rows with 32-bit
     // offsets; rows longer than that allows (hundreds of MB) go one at a time.

@@ -412,6 +412,8 @@ const IsaOps kAvx2Ops = {
     .attention_scores = nullptr,  // no two-phase attention on this path
     .attention_from_scores = nullptr,
     .delta_rule = DeltaRule,
+    .pack_bf16 = nullptr,
+    .bgemm = nullptr,
 };
 
 }  // namespace

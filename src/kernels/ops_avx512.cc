@@ -178,6 +178,8 @@ const IsaOps kAvx512Ops = {
     .attention_scores = AttentionScoresAvx512,
     .attention_from_scores = AttentionFromScoresAvx512,
     .delta_rule = DeltaRule,
+    .pack_bf16 = nullptr,
+    .bgemm = nullptr,
 };
 
 }  // namespace

@@ -36,6 +36,8 @@ Result<std::unique_ptr<Model>> Model::Load(Env* env, const std::string& path,
   Status st = bind();
   if (!st.ok()) return st.WithContext(path);
   m->weight_bytes_ = b.bytes();
+  m->weight_copies_ = b.TakeCopies();
+  m->copied_tensors_ = b.copied();
 
   // Prefault the mapping page by page (one byte per 4 KiB) so that loading
   // shows progress and the first request does not stall on page faults.
@@ -45,13 +47,18 @@ Result<std::unique_ptr<Model>> Model::Load(Env* env, const std::string& path,
     volatile uint8_t sink = 0;
     constexpr size_t kStep = 4096, kReport = size_t{64} << 20;
     for (size_t off = 0; off < size; off += kStep) {
-      if (options.prefault) sink = sink + data[off];
+      // (Not the tensors copied out: their pages were let go.)
+      if (options.prefault && !b.Copied(off)) sink = sink + data[off];
       if (options.progress && off % kReport == 0) options.progress(off, size);
     }
     (void)sink;
     if (options.progress) options.progress(size, size);
   }
   return m;
+}
+
+void Model::DropCopiedFilePages() const {
+  for (const gguf::TensorInfo* t : copied_tensors_) file_->DropPages(t->data, t->n_bytes);
 }
 
 }  // namespace mx::models

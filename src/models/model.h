@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,12 @@
 namespace mx::models {
 
 using kernels::Matrix;
+
+// Weight bytes a model owns (aligned copies of tensors), freed with free().
+struct FreeBytes {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using OwnedBytes = std::unique_ptr<uint8_t, FreeBytes>;
 
 // A layer's tensors; which ones are set depends on its mixer and FFN.
 struct LayerWeights {
@@ -79,6 +86,10 @@ class Model {
 
   // Bytes of weights (tensor data in the file).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // The file's pages of the tensors the model reads from aligned copies
+  // (weight_binder.h) leave memory again; for whoever read the whole file
+  // (the saved caches' model hash).
+  void DropCopiedFilePages() const;
 
  private:
   Model() = default;
@@ -89,6 +100,8 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  std::vector<OwnedBytes> weight_copies_;                // aligned copies some matrices point into
+  std::vector<const gguf::TensorInfo*> copied_tensors_;  // the tensors they copy
 };
 
 }  // namespace mx::models

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/kernels.h"
 #include "models/model.h"
 #include "models/runner.h"
 #include "ref_data.h"
@@ -20,13 +21,20 @@ using mx::testing::LoadRefModel;
 using mx::testing::RefModel;
 using mx::testing::RefPrompt;
 
+// Which kernels a case is for: BF16 weights read f32 activations on every
+// path but amx, which rounds them to bf16 as llama.cpp does (kernels.h).
+enum class Bf16Activations { kAny, kF32, kRounded };
+
 struct RefCase {
   std::string model;
   DType kv_type;
   bool use_dequantized_reference;  // compare with dequantized_f32_reference
   float max_tol;                   // max abs logit difference allowed
   float mean_tol;                  // mean abs difference allowed on last_logits
+  Bf16Activations bf16 = Bf16Activations::kAny;
 };
+
+bool PathRoundsBf16Activations() { return kernels::ActiveIsa() == kernels::Isa::kAmx; }
 
 std::string CaseName(const ::testing::TestParamInfo<RefCase>& info) {
   std::string s = info.param.model + (info.param.kv_type == DType::kF16 ? "_kvf16" : "_kvf32");
@@ -37,6 +45,14 @@ std::string CaseName(const ::testing::TestParamInfo<RefCase>& info) {
 class RefTest : public ::testing::TestWithParam<RefCase> {
  protected:
   void SetUp() override {
+    const Bf16Activations want = GetParam().bf16;
+    if (want != Bf16Activations::kAny &&
+        PathRoundsBf16Activations() != (want == Bf16Activations::kRounded)) {
+      GTEST_SKIP() << "for kernels that " << (want == Bf16Activations::kRounded ? "round" : "keep")
+                   << " BF16 weights' activations "
+                   << (want == Bf16Activations::kRounded ? "to bf16" : "in f32") << "; the "
+                   << kernels::IsaName(kernels::ActiveIsa()) << " path runs the other case";
+    }
     ref_ = LoadRefModel(GetParam().model);
     auto model = Model::Load(Env::Default(), ref_.model_path, {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -169,11 +185,18 @@ INSTANTIATE_TEST_SUITE_P(Native, NativeRefTest, kNativeCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(
     Dequantized, RefTest,
     ::testing::Values(
-        // F16 / BF16 / Q8_0 weights computed with f32 activations: the same
+        // F16 / BF16 weights computed with f32 activations: the same
         // weights dequantized to F32 and run by llama.cpp, F32 criteria.
         RefCase{"tiny-llama-f16", DType::kF32, true, 1e-3f, 1e-4f},
-        RefCase{"tiny-qwen2-bf16", DType::kF32, true, 1e-3f, 1e-4f}),
+        RefCase{"tiny-qwen2-bf16", DType::kF32, true, 1e-3f, 1e-4f, Bf16Activations::kF32}),
     CaseName);
+
+// BF16 weights on bf16-rounded activations (amx), against llama.cpp's native
+// run of the file, which rounds them the same way.
+INSTANTIATE_TEST_SUITE_P(Bf16RoundedActivations, RefTest,
+                         ::testing::Values(RefCase{"tiny-qwen2-bf16", DType::kF32, false, 5e-2f,
+                                                   1e-2f, Bf16Activations::kRounded}),
+                         CaseName);
 
 // Quantized weights run on Q8_K / Q8_0-rounded activations as llama.cpp's do,
 // so they are compared with llama.cpp's native logits. Tolerances:

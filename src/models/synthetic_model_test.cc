@@ -14,6 +14,7 @@
 #include <set>
 
 #include "gguf/gguf_file.h"
+#include "kernels/kernels.h"
 #include "models/model.h"
 #include "models/runner.h"
 
@@ -94,6 +95,42 @@ INSTANTIATE_TEST_SUITE_P(Types, SyntheticTypeTest,
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return DTypeName(info.param);
                          });
+
+TEST(SyntheticWeightCopyTest, Bf16RowsOnAmxAreAlignedCopiesGivingTheSameLogits) {
+  const std::vector<kernels::Isa> paths = kernels::AvailableIsas();
+  if (std::find(paths.begin(), paths.end(), kernels::Isa::kAmx) == paths.end()) {
+    GTEST_SKIP() << "this CPU (or OS) has no AMX-BF16: no path asks for aligned BF16 rows";
+  }
+  SyntheticSpec spec = SmallSpec();
+  spec.weight_type = DType::kBF16;
+  const std::string path = TempPath("bf16-copies.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(Env::Default(), spec, path).ok());
+  // Loaded on avx512 the matrices point into the file; on amx, where the file
+  // does not align them to 64 bytes, into aligned copies.
+  ASSERT_TRUE(kernels::SetActiveIsa(kernels::Isa::kAvx512));
+  auto in_file = Model::Load(Env::Default(), path);
+  ASSERT_TRUE(kernels::SetActiveIsa(kernels::Isa::kAmx));
+  auto copied = Model::Load(Env::Default(), path);
+  ASSERT_TRUE(in_file.ok() && copied.ok());
+  const uint8_t* map = (*in_file)->file().file_data();
+  const size_t map_size = (*in_file)->file().file_size();
+  for (int64_t i = 0; i < spec.n_layer; ++i) {
+    for (const Matrix* m : {&(*copied)->layer(i).wq, &(*copied)->layer(i).w_down}) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data) % 64, 0u);
+      EXPECT_EQ(m->row_bytes % 64, 0u);
+    }
+    const Matrix& wq = (*in_file)->layer(i).wq;
+    EXPECT_TRUE(wq.data >= map && wq.data < map + map_size);
+  }
+  std::vector<float> a_batched, a_stepwise, b_batched, b_stepwise;
+  RunBothWays(**in_file, &a_batched, &a_stepwise);
+  RunBothWays(**copied, &b_batched, &b_stepwise);
+  kernels::SetActiveIsa(paths.back());
+  ASSERT_EQ(a_batched.size(), b_batched.size());
+  EXPECT_EQ(0, std::memcmp(a_batched.data(), b_batched.data(), a_batched.size() * 4));
+  EXPECT_EQ(0, std::memcmp(a_batched.data(), a_stepwise.data(), a_batched.size() * 4));
+  EXPECT_EQ(0, std::memcmp(b_batched.data(), b_stepwise.data(), b_batched.size() * 4));
+}
 
 TEST(SyntheticQ4KMTest, SmolLM2RowsFallBackAsLlamaQuantize) {
   // SmolLM2-135M: 30 layers, rows of 576 (fallback) and 1536 (K-quant).

@@ -1,5 +1,6 @@
 #include "models/weight_binder.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mx::models {
@@ -42,7 +43,43 @@ Result<Matrix> WeightBinder::Mat(const std::string& name, int64_t n_in, int64_t 
   m.n_rows = n_out;
   m.row_bytes = RowBytes(t->type, n_in);
   bytes_ += t->n_bytes;
+  const size_t align = kernels::FastRowAlignment(t->type);
+  if (align > 1 && n_out > 0 &&
+      (reinterpret_cast<uintptr_t>(m.data) % align != 0 || m.row_bytes % align != 0)) {
+    const size_t stride = (m.row_bytes + align - 1) / align * align;
+    const size_t n = stride * static_cast<size_t>(n_out);
+    OwnedBytes copy(static_cast<uint8_t*>(std::aligned_alloc(align, n)));
+    if (copy == nullptr) {
+      return Status::ResourceExhausted("no memory for an aligned copy of tensor '" + name + "' (" +
+                                       std::to_string(n) + " bytes)");
+    }
+    for (int64_t r = 0; r < n_out; ++r) {
+      uint8_t* dst = copy.get() + static_cast<size_t>(r) * stride;
+      std::memcpy(dst, m.data + static_cast<size_t>(r) * m.row_bytes, m.row_bytes);
+      std::memset(dst + m.row_bytes, 0, stride - m.row_bytes);
+    }
+    m.data = copy.get();
+    m.row_bytes = stride;
+    copies_.push_back(std::move(copy));
+    // Kept in file order (tensors do not overlap) for Copied's search.
+    const auto at = std::lower_bound(
+        copied_.begin(), copied_.end(), t,
+        [](const gguf::TensorInfo* a, const gguf::TensorInfo* b) { return a->data < b->data; });
+    if (at == copied_.end() || *at != t) copied_.insert(at, t);
+    f_.DropPages(t->data, t->n_bytes);
+  }
   return m;
+}
+
+bool WeightBinder::Copied(size_t file_offset) const {
+  const uint8_t* p = f_.file_data() + file_offset;
+  // The last tensor starting at or before p.
+  const auto after =
+      std::upper_bound(copied_.begin(), copied_.end(), p,
+                       [](const uint8_t* q, const gguf::TensorInfo* t) { return q < t->data; });
+  if (after == copied_.begin()) return false;
+  const gguf::TensorInfo* t = *(after - 1);
+  return p < t->data + t->n_bytes;
 }
 
 Result<std::vector<float>> WeightBinder::Vec(const std::string& name, std::vector<int64_t> shape) {

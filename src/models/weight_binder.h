@@ -23,16 +23,28 @@ class WeightBinder {
   Result<const gguf::TensorInfo*> Find(const std::string& name, std::vector<int64_t> shape);
   // True when the file has a tensor of that name (any shape).
   bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
-  // A matrix of n_out rows of n_in values, pointing into the map.
+  // A matrix of n_out rows of n_in values, pointing into the map; or, where
+  // the kernels read rows of its type faster at an alignment the file does
+  // not give (kernels.h FastRowAlignment), into an aligned copy kept here
+  // (rows padded with zeros to a multiple of it).
   Result<Matrix> Mat(const std::string& name, int64_t n_in, int64_t n_out);
   // Any supported type, converted to an owned f32 vector.
   Result<std::vector<float>> Vec(const std::string& name, std::vector<int64_t> shape);
 
   uint64_t bytes() const { return bytes_; }
+  // The aligned copies made so far (the matrices point into them), for the
+  // model to keep. The file's pages of a tensor copied leave memory as soon
+  // as it is copied; Copied() says whether a file offset was one of them.
+  std::vector<OwnedBytes> TakeCopies() { return std::move(copies_); }
+  bool Copied(size_t file_offset) const;
+  // The tensors copied, in file order.
+  const std::vector<const gguf::TensorInfo*>& copied() const { return copied_; }
 
  private:
   const gguf::GgufFile& f_;
   uint64_t bytes_ = 0;
+  std::vector<OwnedBytes> copies_;
+  std::vector<const gguf::TensorInfo*> copied_;
 };
 
 // "blk.{i}.{name}"

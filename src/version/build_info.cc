@@ -10,6 +10,9 @@ namespace {
 // (src/kernels/CMakeLists.txt) and dispatch.cc checks before choosing it.
 std::vector<std::string> FeaturesOf(kernels::Isa isa) {
   switch (isa) {
+    case kernels::Isa::kAmx:
+      return {"avx512f",  "avx512bw", "avx512vl", "avx512dq", "avx512vnni", "avx512bf16",
+              "amx-tile", "amx-bf16", "avx2",     "fma",      "f16c"};
     case kernels::Isa::kAvx512:
       return {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni", "avx2", "fma", "f16c"};
     case kernels::Isa::kAvx2:
