@@ -132,12 +132,51 @@ inline void StoreC(int width, int64_t n_rows, int64_t n_tokens, float* y, int64_
   for (int64_t n = 0; n < n_tokens; ++n) _mm512_mask_storeu_ps(y + n * ldy, m, r[n]);
 }
 
+// Full-width C tiles stored to memory and waiting to be transposed into y:
+// the next block does that between its tile products, while the unit works,
+// instead of the unit idling through it.
+struct PendingC {
+  alignas(64) float buf[kTile * kTile];
+  float* y;
+  int64_t ldy, n_rows, n_tokens;
+};
+struct Pending {
+  PendingC c[4];
+  int n = 0;
+};
+
+inline void WritePending(const PendingC& p) {
+  const __mmask16 m = FirstLanes16(p.n_rows);
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(p.buf + 16 * i);
+  Transpose16(r);
+  for (int64_t n = 0; n < p.n_tokens; ++n) _mm512_mask_storeu_ps(p.y + n * p.ldy, m, r[n]);
+}
+inline void FlushPending(Pending& p, int from) {
+  for (int i = from; i < p.n; ++i) WritePending(p.c[i]);
+  p.n = 0;
+}
+// C tile kTileReg (full width) into the next pending slot.
+template <int kTileReg>
+inline void Defer(Pending& p, int64_t n_rows, int64_t n_tokens, float* y, int64_t ldy) {
+  PendingC& c = p.c[p.n++];
+  TileStore<kTileReg>(c.buf, kTile * sizeof(float));
+  c.y = y;
+  c.ldy = ldy;
+  c.n_rows = n_rows;
+  c.n_tokens = n_tokens;
+}
+
 // C tiles for up to two row blocks (RB) x two token groups (TG): zero, then
 // one tile product per chunk each, then stored. rows[i]: valid rows of block
 // i; tokens[j]: valid tokens of group j; b: the first group's packed chunks.
+// Full-width tiles (width 16) are written through `pending`: the previous
+// block's during this one's first chunks, this one's by the next block (or
+// the caller's FlushPending).
 template <int RB, int TG>
 void Block(const RowSource* src, const int64_t* rows, const uint16_t* b, size_t group_stride,
-           int width, const int64_t* tokens, int64_t n_chunks, float* y, int64_t ldy) {
+           int width, const int64_t* tokens, int64_t n_chunks, float* y, int64_t ldy,
+           Pending& pending) {
   _tile_zero(0);
   if constexpr (TG > 1) _tile_zero(1);
   if constexpr (RB > 1) {
@@ -155,6 +194,17 @@ void Block(const RowSource* src, const int64_t* rows, const uint16_t* b, size_t 
       _tile_dpbf16ps(2, 5, 6);
       if constexpr (TG > 1) _tile_dpbf16ps(3, 5, 7);
     }
+    if (c < pending.n) WritePending(pending.c[c]);
+  }
+  FlushPending(pending, static_cast<int>(n_chunks < pending.n ? n_chunks : pending.n));
+  if (width == kTile) {
+    Defer<0>(pending, rows[0], tokens[0], y, ldy);
+    if constexpr (TG > 1) Defer<1>(pending, rows[0], tokens[1], y + kTile * ldy, ldy);
+    if constexpr (RB > 1) {
+      Defer<2>(pending, rows[1], tokens[0], y + kTile, ldy);
+      if constexpr (TG > 1) Defer<3>(pending, rows[1], tokens[1], y + kTile * ldy + kTile, ldy);
+    }
+    return;
   }
   StoreC<0>(width, rows[0], tokens[0], y, ldy);
   if constexpr (TG > 1) StoreC<1>(width, rows[0], tokens[1], y + kTile * ldy, ldy);
@@ -251,6 +301,7 @@ void BGemmAmx(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols
   const bool in_place = reinterpret_cast<uintptr_t>(w) % kChunkBytes == 0 && n_cols % kChunk == 0;
   uint8_t* scratch = Scratch(4 * kTile * padded_stride);
   const int64_t n_groups = (n_tokens + kTile - 1) / kTile;
+  Pending pending;
   for (int64_t r0 = 0; r0 < n_rows; r0 += 2 * kTile) {
     RowSource src[2];
     int64_t rows[2] = {0, 0};
@@ -278,16 +329,17 @@ void BGemmAmx(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_cols
       const uint16_t* b = xp + static_cast<size_t>(g) * group_stride;
       float* yb = y + g * kTile * ldy + r0;
       if (rb == 2 && tg == 2) {
-        Block<2, 2>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy);
+        Block<2, 2>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy, pending);
       } else if (rb == 2) {
-        Block<2, 1>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy);
+        Block<2, 1>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy, pending);
       } else if (tg == 2) {
-        Block<1, 2>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy);
+        Block<1, 2>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy, pending);
       } else {
-        Block<1, 1>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy);
+        Block<1, 1>(src, rows, b, group_stride, width, tokens, n_chunks, yb, ldy, pending);
       }
     }
   }
+  FlushPending(pending, 0);
 }
 
 const IsaOps& AmxOps() {
