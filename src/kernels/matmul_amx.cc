@@ -71,7 +71,7 @@ inline void Transpose16(__m512 (&r)[16]) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
-  // Within each 128-bit lane L, r[4 i + j] now holds column 4 L + j of rows 4 i .. 4 i + 3.
+  // Next, within each 128-bit lane L, r[4 i + j] gets column 4 L + j of rows 4 i .. 4 i + 3.
   for (int i = 0; i < 4; ++i) {
     r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
     r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
