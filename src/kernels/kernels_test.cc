@@ -217,8 +217,10 @@ void CheckMatMulAgainstReference(DType type, const Shape& s, ThreadPool* pool) {
 
 TEST_P(MatMulTest, FloatTypesMatchDoubleReference) {
   ThreadPool pool(2);
+  // Shape: cols, rows, tokens; rows shorter than one vector or tile row too.
   const Shape shapes[] = {{32, 1, 1},    {37, 5, 3},     {100, 17, 7}, {129, 9, 37},
-                          {576, 257, 6}, {1000, 33, 13}, {4096, 3, 2}, {64, 64, 5}};
+                          {576, 257, 6}, {1000, 33, 13}, {4096, 3, 2}, {64, 64, 5},
+                          {1, 17, 20},   {5, 40, 3},     {18, 33, 17}};
   for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const Shape& s : shapes) CheckMatMulAgainstReference(type, s, &pool);
   }
