@@ -79,39 +79,6 @@ void WithLoader(DType type, F&& f) {
   }
 }
 
-// In-register transpose: r[i] holds row i (16 columns) on entry, column i on exit
-// (the loops unrolled, or GCC keeps t and u on the stack).
-__attribute__((always_inline)) inline void Transpose16(__m512* r) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + k]: in 128-bit block b, column 4b + k of rows 4i..4i+3.
-  __m512 u[16];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
-    r[k] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + k] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-    r[8 + k] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-  }
-}
-
 // ---- few rows: keys in lanes for the scores, dims in lanes for the sum
 
 // Scores of NR rows against keys [0, n_max): s[i][p], 16 keys at a time
@@ -147,7 +114,7 @@ void ScoresFew(const RowSet& rs, const uint8_t* k, size_t rb, int hd, float scal
         for (int j = 0; j < 16; ++j)
           t[j] = j < nk ? L::Full(rows + static_cast<size_t>(j) * rb, d0) : _mm512_setzero_ps();
       }
-      Transpose16(t);
+      avx512::Transpose16x16(t);
 #pragma GCC unroll 16
       for (int dd = 0; dd < 16; ++dd) {
 #pragma GCC unroll 4
@@ -161,7 +128,7 @@ void ScoresFew(const RowSet& rs, const uint8_t* k, size_t rb, int hd, float scal
       __m512 t[16];
       for (int j = 0; j < 16; ++j)
         t[j] = j < nk ? L::Part(rows + static_cast<size_t>(j) * rb, d0, m) : _mm512_setzero_ps();
-      Transpose16(t);
+      avx512::Transpose16x16(t);
       for (int dd = 0; dd < nd; ++dd) {
         for (int i = 0; i < NR; ++i)
           acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rs.q[i][d0 + dd]), t[dd], acc[i]);

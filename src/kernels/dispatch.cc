@@ -174,8 +174,10 @@ bool SetActiveIsa(Isa isa) {
 
 bool WeightTypeSupported(DType type) { return internal::DequantizeSupportedRef(type); }
 
+bool Bf16ActivationsRounded() { return internal::Ops().bgemm != nullptr; }
+
 size_t FastRowAlignment(DType type) {
-  return type == DType::kBF16 && internal::Ops().bgemm != nullptr ? 64 : 1;
+  return type == DType::kBF16 && Bf16ActivationsRounded() ? 64 : 1;
 }
 bool QuantizeSupported(DType type) { return internal::QuantizeSupportedRef(type); }
 

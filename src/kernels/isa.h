@@ -119,6 +119,7 @@ struct IsaOps {
 // One packed (token group, 32 columns) unit of pack_bf16: row kk holds each
 // token's columns 2 kk and 2 kk + 1.
 inline constexpr int64_t kBf16GroupTokens = 16;
+inline constexpr int64_t kBf16ChunkValues = 32;  // columns per Bf16Chunk
 struct alignas(64) Bf16Chunk {
   uint16_t v[512];
 };

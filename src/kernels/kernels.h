@@ -55,6 +55,9 @@ struct Matrix {
 
 // True when MatMul and DequantizeRow handle weights of this type.
 bool WeightTypeSupported(DType type);
+// True when MatMul on the active path rounds BF16 weights' activations to
+// bf16 (the amx path; see MatMul).
+bool Bf16ActivationsRounded();
 // The alignment (bytes, of data and row_bytes) at which MatMul on the active
 // path reads rows of `type` at full speed; 1 when any is as fast. BF16 on
 // amx: 64 (a tile row that straddles two cache lines costs two loads; rows

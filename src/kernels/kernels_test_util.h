@@ -259,7 +259,7 @@ inline std::vector<uint8_t> RandomBlockBytes(DType type, int64_t n, uint32_t see
 // True when MatMul on the active path rounds this weight type's activations
 // to bf16 (kernels.h: BF16 on amx).
 inline bool RoundsBf16Activations(DType type) {
-  return type == DType::kBF16 && ActiveIsa() == Isa::kAmx;
+  return type == DType::kBF16 && Bf16ActivationsRounded();
 }
 inline std::vector<double> RoundedToBf16(const std::vector<double>& x) {
   std::vector<double> out(x.size());

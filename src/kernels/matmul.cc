@@ -71,11 +71,19 @@ Act ActFor(const internal::IsaOps& ops, DType type) {
 }
 // Input columns per block (kBf16: per Bf16Chunk, of a group of tokens).
 int64_t ActBlockValues(Act act) {
-  return act == Act::kQ8K ? internal::kQ8KValues : internal::kQ8Block32Values;
+  switch (act) {
+    case Act::kQ8K:
+      return internal::kQ8KValues;
+    case Act::kBf16:
+      return internal::kBf16ChunkValues;
+    default:
+      return internal::kQ8Block32Values;
+  }
 }
-// Blocks of one token (kBf16: of one group of tokens) over n_cols columns.
+// Blocks of one token (kBf16: of one group of tokens, the last one padded)
+// over n_cols columns.
 int64_t ActBlocks(Act act, int64_t n_cols) {
-  return act == Act::kBf16 ? CeilDiv(n_cols, 32) : n_cols / ActBlockValues(act);
+  return act == Act::kBf16 ? CeilDiv(n_cols, ActBlockValues(act)) : n_cols / ActBlockValues(act);
 }
 
 // The calling thread's activation buffers, grown on demand and kept.

@@ -19,10 +19,13 @@
 namespace mx::kernels::internal {
 namespace {
 
-constexpr int kTile = 16;          // weight rows per A tile; tokens per B and C tile
-constexpr int kChunk = 32;         // columns per chunk (one A tile row: 64 bytes)
-constexpr int kChunkBytes = 64;    // bytes of one row's chunk
-constexpr int kPackedChunk = 512;  // uint16 per packed (token group, chunk): 16 x 16 pairs
+// Weight rows per A tile; tokens per B and C tile (isa.h's token groups).
+constexpr int kTile = static_cast<int>(kBf16GroupTokens);
+constexpr int kChunk = static_cast<int>(kBf16ChunkValues);  // one A tile row: 64 bytes
+constexpr int kChunkBytes = 64;                             // bytes of one row's chunk
+// uint16 per packed (token group, chunk): 16 pairs x 16 tokens, one Bf16Chunk.
+constexpr int kPackedChunk = static_cast<int>(sizeof(Bf16Chunk) / sizeof(uint16_t));
+static_assert(kTile == 16 && kPackedChunk == kTile * kChunk, "one B tile per Bf16Chunk");
 
 // The tile configuration (palette 1) as LDTILECFG reads it.
 struct alignas(64) TileConfig {
@@ -64,35 +67,6 @@ void Configure(int n_tokens) {
   configured = n_tokens;
 }
 
-// Transposes a 16 x 16 matrix of 32-bit lanes held in r[0..16).
-inline void Transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Next, within each 128-bit lane L, r[4 i + j] gets column 4 L + j of rows 4 i .. 4 i + 3.
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  // A 4 x 4 transpose of 128-bit lanes over r[j], r[4 + j], r[8 + j], r[12 + j].
-  __m512 out[16];
-  for (int j = 0; j < 4; ++j) {
-    const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
-    const __m512 u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
-    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
-    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
-    out[0 + j] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-    out[4 + j] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-    out[8 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-    out[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) r[i] = out[i];
-}
-
 // Lanes [0, n) of 16, for any n (none when n <= 0, all when n >= 16).
 inline __mmask16 FirstLanes16(int64_t n) {
   if (n <= 0) return 0;
@@ -107,51 +81,52 @@ struct RowSource {
   size_t stride;
 };
 
-// Writes C tile kTileReg (16 weight rows x `width` tokens, the configured
-// B / C width) into y: token n's values at y + n * ldy, rows [0, n_rows),
-// tokens [0, n_tokens).
-template <int kTileReg>
-inline void StoreC(int width, int64_t n_rows, int64_t n_tokens, float* y, int64_t ldy) {
-  const __mmask16 m = FirstLanes16(n_rows);
-  if (width == 1 && n_rows == kTile) {
-    TileStore<kTileReg>(y, sizeof(float));  // a column: the 16 rows' values, in order
-    return;
-  }
-  if (width == 1) {
-    alignas(64) float col[kTile];
-    TileStore<kTileReg>(col, sizeof(float));
-    _mm512_mask_storeu_ps(y, m, _mm512_load_ps(col));
-    return;
-  }
-  alignas(64) float buf[kTile * kTile];
-  if (width < kTile) std::memset(buf, 0, sizeof buf);
-  TileStore<kTileReg>(buf, kTile * sizeof(float));
-  __m512 r[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(buf + 16 * i);
-  Transpose16(r);
-  for (int64_t n = 0; n < n_tokens; ++n) _mm512_mask_storeu_ps(y + n * ldy, m, r[n]);
-}
-
-// Full-width C tiles stored to memory and waiting to be transposed into y:
-// the next block does that between its tile products, while the unit works,
-// instead of the unit idling through it.
+// A C tile in memory (16 weight rows x 16 token columns), waiting to be
+// transposed into y: token n's values go to y + n * ldy, rows [0, n_rows).
 struct PendingC {
   alignas(64) float buf[kTile * kTile];
   float* y;
   int64_t ldy, n_rows, n_tokens;
 };
-struct Pending {
-  PendingC c[4];
-  int n = 0;
-};
-
 inline void WritePending(const PendingC& p) {
   const __mmask16 m = FirstLanes16(p.n_rows);
   __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(p.buf + 16 * i);
-  Transpose16(r);
+  avx512::Transpose16x16(r);
   for (int64_t n = 0; n < p.n_tokens; ++n) _mm512_mask_storeu_ps(p.y + n * p.ldy, m, r[n]);
 }
+
+// Writes C tile kTileReg of a call with fewer than 16 tokens (`width`, the
+// configured B / C width) into y at once.
+template <int kTileReg>
+inline void StoreC(int width, int64_t n_rows, int64_t n_tokens, float* y, int64_t ldy) {
+  if (width == 1 && n_rows == kTile) {
+    TileStore<kTileReg>(y, sizeof(float));  // a column: the 16 rows' values, in order
+    return;
+  }
+  PendingC c;
+  if (width == 1) {
+    // A 4-byte row stride: the 16 rows' values land in buf[0..16).
+    TileStore<kTileReg>(c.buf, sizeof(float));
+    _mm512_mask_storeu_ps(y, FirstLanes16(n_rows), _mm512_load_ps(c.buf));
+    return;
+  }
+  std::memset(c.buf, 0, sizeof c.buf);  // the columns past `width` are not stored
+  TileStore<kTileReg>(c.buf, kTile * sizeof(float));
+  c.y = y;
+  c.ldy = ldy;
+  c.n_rows = n_rows;
+  c.n_tokens = n_tokens;
+  WritePending(c);
+}
+
+// Full-width C tiles waiting to be written: the next block does that between
+// its tile products, while the unit works, instead of the unit idling
+// through it.
+struct Pending {
+  PendingC c[4];
+  int n = 0;
+};
 inline void FlushPending(Pending& p, int from) {
   for (int i = from; i < p.n; ++i) WritePending(p.c[i]);
   p.n = 0;
@@ -278,7 +253,7 @@ void PackBf16Amx(const float* x, int64_t ldx, int64_t n_tokens, int64_t n_cols, 
           r[j] = _mm512_setzero_ps();
         }
       }
-      Transpose16(r);
+      avx512::Transpose16x16(r);
       uint16_t* dst = out + (g * n_chunks + c) * kPackedChunk;
       for (int i = 0; i < 16; ++i) _mm512_store_ps(reinterpret_cast<float*>(dst + 32 * i), r[i]);
     }

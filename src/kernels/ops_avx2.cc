@@ -38,19 +38,30 @@ void F16ToF32Row(const uint16_t* src, int64_t n, float* dst) {
   DequantAvx2(DType::kF16, reinterpret_cast<const uint8_t*>(src), dst, n);
 }
 
-double SumSquares(const float* x, int64_t n) {
+// f32 terms summed in double: each step adds its low and high 4 lanes to
+// two accumulators, which are then added lane-wise and across.
+struct DoubleSum {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  void Add(__m256 v) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  double Total() const {
+    const __m256d a = _mm256_add_pd(lo, hi);
+    __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    b = _mm_add_sd(b, _mm_unpackhi_pd(b, b));
+    return _mm_cvtsd_f64(b);
+  }
+};
+
+double SumSquares(const float* x, int64_t n) {
+  DoubleSum sum;
   for (int64_t i = 0; i < n; i += 8) {
     const __m256 v =
         n - i >= 8 ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, FirstLanes(n - i));
-    const __m256 sq = _mm256_mul_ps(v, v);
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+    sum.Add(_mm256_mul_ps(v, v));
   }
-  const __m256d a = _mm256_add_pd(lo, hi);
-  __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-  b = _mm_add_sd(b, _mm_unpackhi_pd(b, b));
-  return _mm_cvtsd_f64(b);
+  return sum.Total();
 }
 
 // Lanes of the step at i: all, or the first n - i.
@@ -70,20 +81,15 @@ float MaxValue(const float* x, int64_t n) {
 
 double SumExp(const float* x, int64_t n, float shift) {
   const __m256 s = _mm256_set1_ps(shift);
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  DoubleSum sum;
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = StepMask(i, n);
     const __m256 v = _mm256_maskload_ps(x + i, m);
     // Lanes past n and NaN lanes add 0.
     const __m256 keep = _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-    const __m256 e = _mm256_and_ps(keep, avx2::Exp(_mm256_sub_ps(v, s)));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    sum.Add(_mm256_and_ps(keep, avx2::Exp(_mm256_sub_ps(v, s))));
   }
-  const __m256d a = _mm256_add_pd(lo, hi);
-  __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-  b = _mm_add_sd(b, _mm_unpackhi_pd(b, b));
-  return _mm_cvtsd_f64(b);
+  return sum.Total();
 }
 
 void ScaleMul(const float* x, const float* w, float scale, int64_t n, float* out) {

@@ -36,16 +36,25 @@ double HSumPd(__m512d v) {
   return _mm_cvtsd_f64(b);
 }
 
-double SumSquares(const float* x, int64_t n) {
+// f32 terms summed in double: each step adds its low and high 8 lanes to
+// two accumulators, which are then added lane-wise and across.
+struct DoubleSum {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  void Add(__m512 v) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+  }
+  double Total() const { return HSumPd(_mm512_add_pd(lo, hi)); }
+};
+
+double SumSquares(const float* x, int64_t n) {
+  DoubleSum sum;
   for (int64_t i = 0; i < n; i += 16) {
     const __m512 v =
         n - i >= 16 ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(FirstLanes(n - i), x + i);
-    const __m512 sq = _mm512_mul_ps(v, v);
-    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
-    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(sq, 1)));
+    sum.Add(_mm512_mul_ps(v, v));
   }
-  return HSumPd(_mm512_add_pd(lo, hi));
+  return sum.Total();
 }
 
 float MaxValue(const float* x, int64_t n) {
@@ -61,17 +70,15 @@ float MaxValue(const float* x, int64_t n) {
 
 double SumExp(const float* x, int64_t n, float shift) {
   const __m512 s = _mm512_set1_ps(shift);
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  DoubleSum sum;
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : FirstLanes(n - i);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     // Lanes past n and NaN lanes add 0.
     const __mmask16 keep = _mm512_mask_cmp_ps_mask(m, v, v, _CMP_ORD_Q);
-    const __m512 e = _mm512_maskz_mov_ps(keep, avx512::Exp(_mm512_sub_ps(v, s)));
-    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    sum.Add(_mm512_maskz_mov_ps(keep, avx512::Exp(_mm512_sub_ps(v, s))));
   }
-  return HSumPd(_mm512_add_pd(lo, hi));
+  return sum.Total();
 }
 
 void ScaleMul(const float* x, const float* w, float scale, int64_t n, float* out) {

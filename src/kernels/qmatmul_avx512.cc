@@ -231,36 +231,6 @@ static inline __m512i ChunkQ6K(const uint8_t* b, int c) {
   return _mm512_or_si512(_mm512_and_si512(ql, low4), hi);
 }
 
-// v[r] lane i -> v[i] lane r (16 x 16 dwords), in registers.
-static inline void Transpose16x16(__m512i (&v)[16]) {
-  __m512i x[16];
-  // 4 x 4 transposes inside 128-bit lanes: x[4G + c] lane L holds column
-  // 4L + c of rows 4G .. 4G + 3.
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    const __m512i* r = v + 4 * g;
-    const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
-    x[4 * g + 0] = _mm512_unpacklo_epi64(t0, t2);
-    x[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
-    x[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
-    x[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
-  }
-  // 4 x 4 transposes of the 128-bit lanes: column 4L + c gathers lane L of
-  // x[c], x[4 + c], x[8 + c], x[12 + c].
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512i s0 = _mm512_shuffle_i32x4(x[c], x[4 + c], 0x44);
-    const __m512i s1 = _mm512_shuffle_i32x4(x[c], x[4 + c], 0xEE);
-    const __m512i s2 = _mm512_shuffle_i32x4(x[8 + c], x[12 + c], 0x44);
-    const __m512i s3 = _mm512_shuffle_i32x4(x[8 + c], x[12 + c], 0xEE);
-    v[c] = _mm512_shuffle_i32x4(s0, s2, 0x88);
-    v[4 + c] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
-    v[8 + c] = _mm512_shuffle_i32x4(s1, s3, 0x88);
-    v[12 + c] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
-  }
-}
-
 // The scales, mins and d of 16 rows' blocks at b0 (row r at b0 + idx[r];
 // rows outside `live` zero), one row per lane: 32-bit gathers of the
 // headers, then the bit fields of KScalesMinsOf in every lane at once.
@@ -334,7 +304,7 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, P
           v[r] = ChunkK<kType>(b, c);
         }
       }
-      Transpose16x16(v);
+      avx512::Transpose16x16(v);
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) _mm512_store_si512(p->q[16 * c + i], v[i]);
     }

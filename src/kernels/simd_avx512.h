@@ -248,5 +248,48 @@ static inline void* ThreadScratch(size_t n) {
   return memory.bytes;
 }
 
+// In-register transpose of 16 x 16 32-bit lanes: r[i] holds row i on entry,
+// column i on exit (the loops unrolled, or GCC keeps t and u on the stack).
+__attribute__((always_inline)) static inline void Transpose16x16(__m512* r) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + k]: in 128-bit block b, column 4b + k of rows 4i..4i+3.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
+    r[k] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + k] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + k] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+// The same for integer lanes (the casts cost nothing).
+__attribute__((always_inline)) static inline void Transpose16x16(__m512i* v) {
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_castsi512_ps(v[i]);
+  Transpose16x16(r);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_castps_si512(r[i]);
+}
+
 }  // namespace
 }  // namespace mx::kernels::internal::avx512

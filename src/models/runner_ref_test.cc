@@ -34,7 +34,6 @@ struct RefCase {
   Bf16Activations bf16 = Bf16Activations::kAny;
 };
 
-bool PathRoundsBf16Activations() { return kernels::ActiveIsa() == kernels::Isa::kAmx; }
 
 std::string CaseName(const ::testing::TestParamInfo<RefCase>& info) {
   std::string s = info.param.model + (info.param.kv_type == DType::kF16 ? "_kvf16" : "_kvf32");
@@ -47,7 +46,7 @@ class RefTest : public ::testing::TestWithParam<RefCase> {
   void SetUp() override {
     const Bf16Activations want = GetParam().bf16;
     if (want != Bf16Activations::kAny &&
-        PathRoundsBf16Activations() != (want == Bf16Activations::kRounded)) {
+        kernels::Bf16ActivationsRounded() != (want == Bf16Activations::kRounded)) {
       GTEST_SKIP() << "for kernels that " << (want == Bf16Activations::kRounded ? "round" : "keep")
                    << " BF16 weights' activations "
                    << (want == Bf16Activations::kRounded ? "to bf16" : "in f32") << "; the "
