@@ -90,7 +90,7 @@ Result<LoadedState> PromptCache::LoadSaved(const std::string& id) {
     return st;
   }
   // Its first growth (the chat's next turn) copies it on the model's threads.
-  runner_.Adopt(loaded->state.get());
+  MX_RETURN_IF_ERROR(runner_.Adopt(loaded->state.get()));
   return loaded;
 }
 
@@ -377,11 +377,22 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     // itself back, so the superseded turn is never written.
     auto taken = disk_.store->TakeQueued(match.seq);
     if (!taken.ok()) return false;  // written meanwhile: it is on disk now
+    // The queued state may have been made by another runner of this file
+    // (its model was unloaded and loaded again, or an identical file
+    // continues it): it becomes this runner's before anything else.
     const int64_t cut = taken->state->NewestCutAtOrBefore(use);
-    if (cut == 0 ||
-        !std::equal(taken->tokens.begin(), taken->tokens.begin() + cut, prompt.begin()) ||
-        (cut < taken->state->n_tokens() && !taken->state->Truncate(cut).ok())) {
-      // Not what FindQueued saw: it goes back to the queue, never lost.
+    Status adopted = Status::InvalidArgument("the queued chat is not what the queue's index saw");
+    if (cut > 0 && std::equal(taken->tokens.begin(), taken->tokens.begin() + cut, prompt.begin()) &&
+        (cut == taken->state->n_tokens() || taken->state->Truncate(cut).ok())) {
+      adopted = runner_.Adopt(taken->state.get());
+    }
+    if (!adopted.ok()) {
+      // It goes back to the queue (and so to disk), never lost.
+      MX_LOG(kWarn) << "prompt cache: a chat waiting in the write queue was not continued ("
+                    << adopted.message() << "); it stays queued";
+      // (A state cut above keeps the start of its tokens.)
+      taken->tokens.resize(static_cast<size_t>(taken->state->n_tokens()));
+      taken->prompt_len = std::min(taken->prompt_len, taken->state->n_tokens());
       disk_.store->Enqueue(std::move(taken).value());
       return false;
     }
@@ -395,12 +406,17 @@ bool PromptCache::TryQueued(std::span<const int32_t> prompt, const QueuedMatch& 
     auto copy = disk_.store->CopyQueued(match.seq, use, &tokens);
     if (!copy.ok()) return false;
     state = std::move(copy).value();
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
+    if (Status adopted = runner_.Adopt(state.get()); !adopted.ok()) {
+      MX_LOG(kWarn) << "prompt cache: a copy of a chat waiting in the write queue was not used ("
+                    << adopted.message() << ")";
+      return false;
+    }
     how = "copied from a chat waiting in the write queue";
     source = CacheSource::kCopy;
   }
-  runner_.Adopt(state.get());
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0 || !std::equal(tokens.begin(), tokens.end(), prompt.begin())) return false;
   t->lease_ = pool_.Adopt(std::move(tokens), std::move(state), scope.tenant);
   t->n_reused_ = n;
   t->source_ = source;

@@ -112,14 +112,19 @@ class SaveSchedulingTest : public ::testing::Test {
   }
   static std::unique_ptr<Scheduler> Make(int which, SavedCacheStore* store, int slots, Env* env,
                                          int64_t n_ctx = 512) {
+    return MakeFor(*models_[which], "m" + std::to_string(which), store, slots, env, n_ctx);
+  }
+  static std::unique_ptr<Scheduler> MakeFor(const LoadedModel& model, const std::string& name,
+                                            SavedCacheStore* store, int slots, Env* env,
+                                            int64_t n_ctx = 512) {
     SchedulerOptions o;
     o.n_threads = 1;
     o.n_ctx = n_ctx;
     o.n_parallel = 2;
-    o.model_name = "m" + std::to_string(which);
+    o.model_name = name;
     o.cache.slots = slots;
     o.cache.saved = store;
-    auto s = Scheduler::Create(*models_[which], o, env);
+    auto s = Scheduler::Create(model, o, env);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
   }
@@ -212,6 +217,67 @@ TEST_F(SaveSchedulingTest, SharedStartOfAQueuedChatIsCopiedAndTheChatStillSaved)
   for (const cache::SavedEntryInfo& e : (*disk)->List())
     found_whole = found_whole || e.n_tokens == a_tokens;
   EXPECT_TRUE(found_whole);
+}
+
+// A chat queued when its model was unloaded goes on, from the queue, once
+// the model is loaded again from its file: first a prompt sharing its start
+// (a copy), then its next turn (the state taken back). The states were made
+// by the first load's runner and become the new one's; replies equal full
+// re-reads, and the chat is neither re-read nor lost.
+TEST_F(SaveSchedulingTest, QueuedChatContinuesAfterItsModelIsLoadedAgain) {
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
+  const std::string path = *base_ + "/m0.gguf";
+  const std::string notes =
+      "shared notes that several chats start with, long enough to be worth reusing; ";
+  GenRequest a = Greedy(0, notes + "the chat before the unload", 6);
+  Reply ra;
+  {
+    auto first = LoadedModel::Load(Env::Default(), path, {});
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto s = MakeFor(**first, "m0", store.get(), 4, Env::Default());
+    ra = Run(*s, a);
+  }  // unloaded: the scheduler queued its chat, the model's mapping is gone
+  ASSERT_EQ(store->Usage().queued, 1u);
+  auto again = LoadedModel::Load(Env::Default(), path, {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto s = MakeFor(**again, "m0", store.get(), 4, Env::Default());
+
+  GenRequest b = Greedy(0, notes + "a different question", 4);
+  Reply rb = Run(*s, b);
+  EXPECT_GT(rb.last.cached_tokens, 10);
+  EXPECT_EQ(store->Usage().queued, 1u);  // a copy: the chat itself is still queued
+  GenRequest a2 = NextTurn(0, a, ra, " and after the reload");
+  Reply r2 = Run(*s, a2);
+  EXPECT_GE(r2.last.cached_tokens, static_cast<int64_t>(a.prompt.size() + ra.tokens.size()) - 1);
+  EXPECT_EQ(store->Usage().queued, 0u);  // taken back
+  b.cache_prompt = false;
+  a2.cache_prompt = false;
+  EXPECT_EQ(Run(*s, b).tokens, rb.tokens);
+  EXPECT_EQ(Run(*s, a2).tokens, r2.tokens);
+}
+
+// Two model names for one file (an identical copy): a chat that left one's
+// pool continues on the other from the write queue, both loaded at once.
+TEST_F(SaveSchedulingTest, AnIdenticalFileContinuesAQueuedChat) {
+  auto store = OpenStore(Env::Default(), [](SavedCacheOptions& o) { o.background_writer = false; });
+  const std::string twin_path = dir_ + "_twin.gguf";
+  fs::copy_file(*base_ + "/m0.gguf", twin_path, fs::copy_options::overwrite_existing);
+  auto twin = LoadedModel::Load(Env::Default(), twin_path, {});
+  ASSERT_TRUE(twin.ok()) << twin.status().ToString();
+  auto s0 = Make(0, store.get(), /*slots=*/1, Env::Default());
+  auto st = MakeFor(**twin, "twin", store.get(), 1, Env::Default());
+  GenRequest a = Greedy(0, "a chat on the first name of the file", 6);
+  Reply ra = Run(*s0, a);
+  Run(*s0, Greedy(0, "another chat takes the only slot", 3));  // a is queued
+  ASSERT_EQ(store->Usage().queued, 1u);
+  GenRequest a2 = NextTurn(0, a, ra, " continued on the twin");
+  Reply r2 = Run(*st, a2);
+  EXPECT_GE(r2.last.cached_tokens, static_cast<int64_t>(a.prompt.size() + ra.tokens.size()) - 1);
+  a2.cache_prompt = false;
+  EXPECT_EQ(Run(*s0, a2).tokens, r2.tokens);
+  st.reset();
+  twin->reset();
+  fs::remove(twin_path);
 }
 
 // A saved chat whose next prompt keeps all of its prompt but not its reply

@@ -57,6 +57,12 @@ std::unique_ptr<SequenceState> Runner::NewSequence() const {
   return seq;
 }
 
+Status Runner::Adopt(SequenceState* seq) const {
+  MX_RETURN_IF_ERROR(seq->Rebind(layout_));
+  seq->set_copy_pool(&pool_);
+  return Status::Ok();
+}
+
 Status Runner::Prepare(std::span<const BatchEntry> batch) {
   const int64_t n_vocab = model_.config().n_vocab;
   std::unordered_map<SequenceState*, int64_t> next_pos;

@@ -79,9 +79,13 @@ class Runner {
 
   // A fresh, empty state for this model.
   std::unique_ptr<SequenceState> NewSequence() const;
-  // Lends this runner's threads to a state made elsewhere (a restored saved
-  // cache) for its copies and growth, as NewSequence's states have them.
-  void Adopt(SequenceState* seq) const { seq->set_copy_pool(&pool_); }
+  // Takes a state made elsewhere (a restored saved cache; a chat that waited
+  // in the write queue while its model was unloaded, or that another runner
+  // of the same file made) as one of this runner's: rebinds it to this
+  // runner's layout (SequenceState::Rebind; its error, nothing changed,
+  // when the state does not fit) and lends it this runner's threads for
+  // its copies and growth, as NewSequence's states have them.
+  Status Adopt(SequenceState* seq) const;
 
   // Runs the batch. `logits` is resized to [n_wanted, n_vocab]. The batch is
   // validated first (tokens in range, states of this model, room in the

@@ -332,6 +332,21 @@ void SequenceState::CopyRows(int64_t n_rows, const LargeBuffer& to, int64_t to_c
   });
 }
 
+Status SequenceState::Rebind(std::shared_ptr<const StateLayout> layout) {
+  if (layout.get() == layout_.get()) return Status::Ok();
+  if (layout->Fingerprint() != layout_->Fingerprint()) {
+    return Status::InvalidArgument("the sequence state is laid out for another model or KV type (" +
+                                   layout_->KvTypesText() + " rows) than the runner's (" +
+                                   layout->KvTypesText() + " rows)");
+  }
+  if (n_tokens_ > layout->n_ctx) {
+    return Status::InvalidArgument("the sequence state holds " + std::to_string(n_tokens_) +
+                                   " tokens, more than the context size " + std::to_string(layout->n_ctx));
+  }
+  layout_ = std::move(layout);
+  return Status::Ok();
+}
+
 Status SequenceState::Truncate(int64_t n) {
   if (n < 0 || n > n_tokens_) {
     return Status::InvalidArgument("truncate to " + std::to_string(n) + " tokens, state holds " +

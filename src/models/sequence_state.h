@@ -161,6 +161,13 @@ class SequenceState {
   // whenever this state is copied or grown — true for the runner's pool,
   // which only the model's compute loop uses, between forward passes.
   void set_copy_pool(ThreadPool* pool) { pool_ = pool; }
+  // Hands the state to another runner of the same model file (the model
+  // was unloaded and loaded again, or a second copy of its file continues
+  // the chat): from now on the state is laid out by `layout`, which must
+  // lay its rows out exactly as the state's own does (the same
+  // Fingerprint) and have room for its tokens. InvalidArgument naming the
+  // mismatch otherwise; nothing changes then.
+  Status Rebind(std::shared_ptr<const StateLayout> layout);
 
   // The most tokens <= n this state can be cut (or copied) at: n itself for
   // attention-only states; for recurrent ones the newest complete snapshot

@@ -313,6 +313,47 @@ TEST_P(StateTest, ContextLimitIsAnErrorNotACrash) {
   EXPECT_EQ(runner_->Forward({&bad, 1}, &logits).code(), Status::Code::kInvalidArgument);
 }
 
+// A state made by one runner continues on a second runner of the same model
+// file (a reload) once adopted, exactly as on its own; a runner whose
+// layout differs (another KV type, a context too small for it) refuses it
+// and leaves it untouched.
+TEST_P(StateTest, AnotherRunnerOfTheFileAdoptsAState) {
+  auto tokens = RandomTokens(100, 12);
+  auto full = runner_->NewSequence();
+  std::vector<float> want = Read(full.get(), tokens, 0, tokens.size(), 100);
+  auto part = runner_->NewSequence();
+  Read(part.get(), tokens, 0, 60, 60);
+  auto second = Runner::Create(*model_, {.n_threads = 1, .kv_type = GetParam().k_type, .n_ctx = 512,
+                                         .v_type = GetParam().v_type});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::vector<BatchEntry> one = {{part.get(), tokens[60], true}};
+  std::vector<float> logits;
+  EXPECT_EQ((*second)->Forward(one, &logits).code(), Status::Code::kInvalidArgument);  // not its state yet
+  ASSERT_TRUE((*second)->Adopt(part.get()).ok());
+  for (size_t i = 60; i < tokens.size(); i += 20) {
+    std::vector<BatchEntry> batch;
+    for (size_t j = i; j < i + 20; ++j) batch.push_back({part.get(), tokens[j], true});
+    ASSERT_TRUE((*second)->Forward(batch, &logits).ok());
+    EXPECT_TRUE(BitEqual(logits, std::vector<float>(want.begin() + static_cast<int64_t>(i) * runner_->n_vocab(),
+                                                    want.begin() + static_cast<int64_t>(i + 20) * runner_->n_vocab())));
+  }
+  // Another KV type lays rows out differently; a context of 64 cannot hold 100 tokens.
+  const DType other = GetParam().k_type == DType::kQ8_0 ? DType::kF32 : DType::kQ8_0;
+  auto other_kv = Runner::Create(*model_, {.n_threads = 1, .kv_type = other, .n_ctx = 512});
+  auto small = Runner::Create(*model_, {.n_threads = 1, .kv_type = GetParam().k_type, .n_ctx = 64,
+                                        .v_type = GetParam().v_type});
+  ASSERT_TRUE(small.ok());
+  if (other_kv.ok() && !part->layout().kv_dims.empty()) {
+    Status st = (*other_kv)->Adopt(part.get());
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(st.message().find("another model or KV type"), std::string::npos) << st.ToString();
+  }
+  Status st = (*small)->Adopt(part.get());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("context size 64"), std::string::npos) << st.ToString();
+  EXPECT_EQ(&part->layout(), (*second)->layout().get());  // unchanged by the refusals
+}
+
 std::string StateCaseName(const ::testing::TestParamInfo<StateCase>& info) {
   std::string s = info.param.model;
   if (info.param.k_type != DType::kF16 || info.param.v_type != DType::kF16) {

@@ -119,6 +119,10 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
     }
   }
   MX_ASSIGN_OR_RETURN(std::string path, PathOf(name));
+  // An instance of this model that is being unloaded hands its cached
+  // chats to the write queue when its last reply ends: a new instance
+  // loaded before that would miss them (they would be re-read).
+  WaitUntilRetired(name);
   std::lock_guard<std::mutex> load_lock(load_mu_);
   std::shared_ptr<ServedModel> victim;
   {
@@ -177,9 +181,28 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   return served;
 }
 
+void ModelManager::WaitUntilRetired(const std::string& name) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = retiring_.find(name);
+      if (it == retiring_.end()) return;
+      if (it->second.expired()) {
+        retiring_.erase(it);
+        return;
+      }
+    }
+    env_->SleepMicros(2000);
+  }
+}
+
 void ModelManager::DropAndWait(std::shared_ptr<ServedModel> served) {
   std::weak_ptr<ServedModel> weak = served;
   const std::string name = served->name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retiring_[name] = weak;
+  }
   served.reset();
   while (!weak.expired()) env_->SleepMicros(10000);
   // Freed KV blocks are kept for states of about their size; the model's

@@ -90,12 +90,16 @@ class ModelManager {
   bool IsProjectorFile(const std::string& path, uint64_t size);
   // Drops the entry from the table and waits until its last user is done.
   void DropAndWait(std::shared_ptr<ServedModel> served);
+  // Waits until no instance of `name` that is being unloaded is left (its
+  // scheduler has queued its cached chats for the disk).
+  void WaitUntilRetired(const std::string& name);
 
   Env* env_;
   ModelManagerOptions options_;
   std::mutex load_mu_;  // one load at a time; taken before mu_
   std::mutex mu_;
   std::map<std::string, Entry> loaded_;                               // guarded by mu_
+  std::map<std::string, std::weak_ptr<ServedModel>> retiring_;        // being unloaded; mu_
   std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); mu_
 };
 

@@ -16,6 +16,8 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "http_helpers.h"
@@ -58,6 +60,71 @@ uint64_t VmSizeBytes(pid_t pid) {
   }
   return 0;
 }
+
+// A streamed reply over a raw socket that runs until Close(): Open()
+// returns once its first event came (the model is replying from then on).
+class LongReply {
+ public:
+  ~LongReply() { Close(); }
+  bool Open(int port, const Json& body, std::string* error) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      *error = "cannot connect";
+      return false;
+    }
+    Json streamed = body;
+    streamed["stream"] = true;
+    const std::string payload = streamed.dump();
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(payload.size()) + "\r\nConnection: close\r\n\r\n" + payload;
+    if (send(fd_, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+      *error = "cannot send";
+      return false;
+    }
+    std::string received;
+    char buf[4096];
+    while (received.find("data: ") == std::string::npos) {
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        *error = "the reply ended before its first event: " + received;
+        return false;
+      }
+      received.append(buf, static_cast<size_t>(n));
+    }
+    replying_ = true;
+    reader_ = std::thread([this] {
+      char b[4096];
+      while (recv(fd_, b, sizeof(b), 0) > 0) {
+      }
+      replying_ = false;
+    });
+    return true;
+  }
+  bool replying() const { return replying_; }
+  // Ends the reply from the client's side (the server cancels it) and waits
+  // until its connection is gone.
+  void Close() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+    if (reader_.joinable()) reader_.join();
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  // Waits until the server ended the reply by itself.
+  void WaitForTheEnd() {
+    if (reader_.joinable()) reader_.join();
+  }
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> replying_{false};
+  std::thread reader_;
+};
 
 class SaveUnderLoadTest : public ::testing::Test {
  protected:
@@ -184,53 +251,155 @@ TEST_F(SaveUnderLoadTest, OneModelsSavesWaitForAnotherModelsReply) {
         {{"MATRICXON_PERSIST_WRITE_DEFER_MS", "600000"}});
   ChatOn(port(), "other", Opening(0), 2);  // both models loaded before the reply starts
   // The long reply streams over a raw socket: its first token says it runs.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  Json body = ChatBody("tiny", Opening(1), 3000);
-  body["stream"] = true;
-  const std::string payload = body.dump();
-  const std::string request =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-      "Content-Length: " +
-      std::to_string(payload.size()) + "\r\nConnection: close\r\n\r\n" + payload;
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-  std::string received;
-  char buf[4096];
-  while (received.find("data: ") == std::string::npos) {
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    ASSERT_GT(n, 0) << received;
-    received.append(buf, static_cast<size_t>(n));
-  }
-  std::atomic<bool> replying{true};
-  std::thread reply([&] {
-    while (recv(fd, buf, sizeof(buf), 0) > 0) {
-    }
-    replying = false;
-  });
+  LongReply reply;
+  std::string error;
+  ASSERT_TRUE(reply.Open(port(), ChatBody("tiny", Opening(1), 3000), &error)) << error;
   ChatOn(port(), "other", Opening(2), 2);
   int samples = 0, queued_samples = 0;
   bool written_during_reply = false;
-  while (replying) {
+  while (reply.replying()) {
     Json p = Persistence();
-    if (!replying) break;
+    if (!reply.replying()) break;
     ++samples;
     queued_samples += p["queued"].get<int>() == 1;
     written_during_reply = written_during_reply || p["writes"].get<int>() > 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  reply.join();
-  close(fd);
+  reply.WaitForTheEnd();
   ASSERT_GT(queued_samples, 0) << "the reply ended before the other model's chat was queued";
   EXPECT_FALSE(written_during_reply) << samples << " samples";
   for (int i = 0; i < 500 && Persistence()["writes"].get<int>() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(Persistence()["writes"], 1);
+}
+
+// A model slow enough that a few thousand tokens of its reply outlast a
+// test's steps (one thread: 8 layers of 512, about 60 MB of weights a token).
+bool MakeSlowModel(const std::string& path) {
+  const std::string cmd = BinaryPath() + " make-model --out " + path +
+                          " --layers 8 --dim 512 --heads 8 --kv-heads 8 --ffn 1536 --context 8192 --quiet";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// A chat that its model's unload queued (another model's reply keeps the
+// writer from writing it) goes on from the write queue after the model is
+// loaded again, and on an identical copy of the file: the request succeeds,
+// reuses the chat and equals a full re-read. (The reloaded model's runner
+// used to refuse the queued state, "sequence state belongs to another model
+// or runner", with the chat already taken out of the queue: lost.)
+TEST_F(SaveUnderLoadTest, AChatQueuedByAnUnloadGoesOnAfterTheReload) {
+  ASSERT_TRUE(MakeSlowModel(dir_ + "/models/slow.gguf"));
+  fs::copy_file(dir_ + "/models/tiny.gguf", dir_ + "/models/twin.gguf");
+  Start({"--ctx-size", "8192", "--max-loaded-models", "3"},
+        {{"MATRICXON_PERSIST_WRITE_DEFER_MS", "600000"}});
+  LongReply reply;
+  std::string error;
+  ASSERT_TRUE(reply.Open(port(), ChatBody("slow", Opening(0), 6000), &error)) << error;
+
+  for (const std::string& next_on : {std::string("tiny"), std::string("twin")}) {
+    SCOPED_TRACE("continued on " + next_on);
+    std::vector<Msg> chat = Opening(next_on == "tiny" ? 1 : 2);
+    const Turn t1 = ChatOn(port(), "tiny", chat);
+    ASSERT_EQ(Post(port(), "/api/models/tiny/unload", "{}").status, 200);
+    const int queued = Persistence()["queued"].get<int>();
+    ASSERT_GE(queued, 1) << "the chat must wait in the queue for this test";
+    ASSERT_TRUE(reply.replying());
+    chat.push_back({"assistant", t1.text});
+    chat.push_back({"user", "And the second question?"});
+    Reply r = Post(port(), "/v1/chat/completions", ChatBody(next_on, chat, 8).dump());
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_GE(r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), t1.prompt_tokens);
+    EXPECT_EQ(Persistence()["queued"], queued - 1);  // taken back into the pool, not lost
+    const Turn cold = ChatOn(port(), next_on, chat, 8, /*cache=*/false);
+    EXPECT_EQ(r.body["choices"][0]["message"]["content"].get<std::string>(), cold.text);
+  }
+  EXPECT_NE(Log().find("taken back from the write queue"), std::string::npos) << Log();
+  EXPECT_EQ(Log().find("belongs to another model"), std::string::npos) << Log();
+  ASSERT_TRUE(reply.replying()) << "the slow reply must outlast the test's steps";
+}
+
+// Load / unload churn (ordinary use): users chat turn after turn on two
+// names of one file while the models are unloaded again and again, with and
+// without a long reply on a third model holding the writer back. No request
+// fails and every turn reuses the chat's previous turn, from RAM, the write
+// queue or disk.
+// MATRICXON_CHURN_SECONDS sets how long it runs (default 20).
+TEST_F(SaveUnderLoadTest, LoadUnloadChurnLosesNoChat) {
+  const char* seconds_env = std::getenv("MATRICXON_CHURN_SECONDS");
+  const int seconds = seconds_env != nullptr ? std::atoi(seconds_env) : 20;
+  ASSERT_TRUE(MakeSlowModel(dir_ + "/models/slow.gguf"));
+  fs::copy_file(dir_ + "/models/tiny.gguf", dir_ + "/models/twin.gguf");
+  Start({"--ctx-size", "8192", "--max-loaded-models", "3", "--parallel", "4", "--prompt-cache-slots", "8"},
+        {{"MATRICXON_PERSIST_WRITE_DEFER_MS", "600000"}});
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<int> requests{0}, failed{0}, rereads{0}, reloads{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failures.size() < 8) failures.push_back(what);
+  };
+  std::vector<std::thread> users;
+  for (int u = 0; u < 4; ++u) {
+    users.emplace_back([&, u] {
+      for (int chat_no = 0; std::chrono::steady_clock::now() < until; ++chat_no) {
+        std::vector<Msg> chat = Opening(u);
+        chat[0].content = "Chat " + std::to_string(chat_no) + ". " + chat[0].content;
+        int64_t held = 0;
+        for (int turn = 0; turn < 4 && std::chrono::steady_clock::now() < until; ++turn) {
+          // A chat stays on one name: the other name's RAM pool is another
+          // model's (only the write queue and disk are shared by the file).
+          const std::string model = (chat_no + u) % 2 == 0 ? "tiny" : "twin";
+          Reply r = Post(port(), "/v1/chat/completions", ChatBody(model, chat, 6).dump());
+          ++requests;
+          if (r.status != 200) {
+            ++failed;
+            fail(std::to_string(r.status) + " " + r.raw);
+            break;
+          }
+          const int64_t cached = r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+          // (Two tokens of slack: the reply's first characters may merge
+          // with the prompt's last ones when the chat is rendered again.)
+          if (cached < held - 2) {
+            ++rereads;
+            fail("turn " + std::to_string(turn) + " of a chat reused " + std::to_string(cached) + " of the " +
+                 std::to_string(held) + " tokens its last turn read");
+          }
+          held = r.body["usage"]["prompt_tokens"].get<int64_t>();
+          chat.push_back({"assistant", r.body["choices"][0]["message"]["content"].get<std::string>()});
+          chat.push_back({"user", "Question " + std::to_string(turn + 2) + "?"});
+        }
+      }
+    });
+  }
+  std::thread churn([&] {
+    for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+      std::optional<LongReply> reply;
+      std::string error;
+      if (i % 3 == 0) {
+        reply.emplace();
+        if (!reply->Open(port(), ChatBody("slow", Opening(15), 4000), &error)) fail("slow reply: " + error);
+      }
+      for (const char* m : {"tiny", "twin"}) {
+        Reply r = Post(port(), std::string("/api/models/") + m + "/unload", "{}");
+        if (r.status != 200) fail(std::string("unload ") + m + ": " + std::to_string(r.status) + " " + r.raw);
+        ++reloads;
+        std::this_thread::sleep_for(std::chrono::milliseconds(40 + 30 * (i % 4)));
+      }
+    }
+  });
+  for (auto& t : users) t.join();
+  churn.join();
+  std::string why;
+  for (const std::string& f : failures) why += f + "\n";
+  EXPECT_EQ(failed.load(), 0) << why;
+  EXPECT_EQ(rereads.load(), 0) << why;
+  EXPECT_GT(requests.load(), 40);
+  EXPECT_GT(reloads.load(), 20);
+  EXPECT_EQ(Log().find("belongs to another model"), std::string::npos);
+  EXPECT_NE(Log().find("taken back from the write queue"), std::string::npos);
+  std::cerr << requests.load() << " requests, " << reloads.load() << " unloads in " << seconds << " s\n";
 }
 
 // A prompt whose state needs more memory than the process may still have
