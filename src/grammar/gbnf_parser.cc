@@ -288,6 +288,12 @@ class Parser {
         ++pos_;
       }
       if (v > 0x10FFFF) return Error(at, "escape beyond U+10FFFF");
+      if (v >= 0xD800 && v <= 0xDFFF) {
+        // Half of a UTF-16 pair is no character: no UTF-8 text holds it.
+        return Error(at, "escape '\\" + std::string(1, e) + std::string(text_.substr(at + 2, pos_ - at - 2)) +
+                             "' is a UTF-16 surrogate, not a character (write the character itself, or "
+                             "\\U0001F600 for one above U+FFFF)");
+      }
       *cp = v;
       return Status::Ok();
     }

@@ -271,6 +271,33 @@ Result<std::shared_ptr<const Grammar>> RawGrammar::Finish(std::string_view text)
     }
   }
 
+  // Productive rules (fixed point): those that can finish, deriving some
+  // text (an empty class never matches). A root that cannot would let
+  // nothing through: refused here instead of ending every reply at once.
+  std::vector<char> productive(n, 0);
+  std::vector<char> class_empty(classes.size(), 0);
+  for (size_t c = 0; c < classes.size(); ++c) class_empty[c] = !classes[c].MatchesAnyIn(0, 0x10FFFF);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (productive[r]) continue;
+      for (const Seq& alt : rules[r].alts) {
+        const bool all = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
+          return e.op == Op::kRef ? productive[e.arg] != 0 : !class_empty[e.arg];
+        });
+        if (all) {
+          productive[r] = 1;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!productive[root_it->second]) {
+    return Status::InvalidArgument("grammar line " + LineCol(text, rules[root_it->second].def_pos) +
+                                   ": the grammar allows no text: rule 'root' can never be completed (every "
+                                   "alternative needs a character no class matches, or a rule that never ends)");
+  }
   auto g = std::make_shared<Grammar>();
   g->classes = std::move(classes);
   g->root = root_it->second;

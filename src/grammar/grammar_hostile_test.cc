@@ -97,6 +97,28 @@ TEST(GrammarHostileTest, DeepSchemaIsRefused) {
       << r.status().message();
 }
 
+// Half of a UTF-16 pair is no character: a literal or class holding one
+// would let through (or ask for) text that is not UTF-8.
+TEST(GrammarHostileTest, SurrogateEscapesAreRefused) {
+  for (const char* g : {R"(root ::= "\uD800")", R"(root ::= "a\udfff")", R"(root ::= [\uD800-\uDBFF])",
+                        R"(root ::= "\U0000D834")"}) {
+    EXPECT_NE(ParseError(g).find("is a UTF-16 surrogate, not a character"), std::string::npos) << g;
+  }
+  EXPECT_EQ(ParseError(R"(root ::= "\uD7FF\uE000\U0001F600")"), "");
+}
+
+// A grammar whose root can never be completed allows no reply at all: it is
+// refused when it is parsed, not answered with an empty "stop".
+TEST(GrammarHostileTest, AGrammarThatAllowsNoTextIsRefused) {
+  for (const char* g : {R"(root ::= [^\x00-\U0010FFFF])", "root ::= \"a\" x\nx ::= \"b\" x",
+                        "root ::= x | y\nx ::= \"(\" x \")\"\ny ::= [^\\x00-\\U0010FFFF] \"z\""}) {
+    EXPECT_NE(ParseError(g).find("the grammar allows no text"), std::string::npos) << g;
+  }
+  // Recursion with a way out, and a root that allows only the empty text, are fine.
+  EXPECT_EQ(ParseError("root ::= \"a\" x\nx ::= \"b\" x | \"c\""), "");
+  EXPECT_EQ(ParseError("root ::= \"\""), "");
+}
+
 TEST(GrammarHostileTest, HugeCountsAreRefusedWithThePath) {
   EXPECT_EQ(
       SchemaToGbnf(OJson::parse(R"({"properties":{"t":{"type":"string","maxLength":1000000000}}})"))
