@@ -1,12 +1,11 @@
 #include "server/image_input.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <memory>
 
 #include "image/image_decode.h"
 #include "image/preprocess.h"
+#include "server/picture_fetch.h"
 #include "vision/projector.h"
 
 namespace mx::server {
@@ -32,94 +31,6 @@ int Base64Value(unsigned char c) {
 std::string Shown(const std::string& url) {
   std::string s = url.substr(0, std::min<size_t>(url.find_first_of("?#"), 80));
   return s.size() < url.size() ? s + "..." : s;
-}
-
-struct HttpUrl {
-  std::string scheme, host, path;
-  int port = 0;
-};
-
-// scheme://host[:port][/path[?query]]; no user info, no IPv6 literals.
-Result<HttpUrl> ParseHttpUrl(const std::string& url) {
-  HttpUrl u;
-  const size_t colon = url.find("://");
-  u.scheme = Lower(url.substr(0, colon));
-  const size_t host_at = colon + 3;
-  const size_t path_at = std::min(url.find_first_of("/?#", host_at), url.size());
-  std::string authority = url.substr(host_at, path_at - host_at);
-  if (authority.find('@') != std::string::npos) {
-    return Status::InvalidArgument("picture URL " + Shown(url) +
-                                   ": user names in URLs are refused");
-  }
-  if (authority.empty() || authority[0] == '[') {
-    return Status::InvalidArgument("picture URL " + Shown(url) + ": expected a host name");
-  }
-  u.port = u.scheme == "https" ? 443 : 80;
-  if (const size_t c = authority.find(':'); c != std::string::npos) {
-    const std::string port = authority.substr(c + 1);
-    char* end = nullptr;
-    const long p = std::strtol(port.c_str(), &end, 10);
-    if (port.empty() || *end != '\0' || p < 1 || p > 65535) {
-      return Status::InvalidArgument("picture URL " + Shown(url) + ": bad port '" + port + "'");
-    }
-    u.port = static_cast<int>(p);
-    authority.resize(c);
-  }
-  u.host = Lower(authority);
-  u.path = path_at < url.size() ? url.substr(path_at) : "/";
-  if (u.path[0] != '/') u.path = "/" + u.path;
-  if (const size_t hash = u.path.find('#'); hash != std::string::npos) u.path.resize(hash);
-  return u;
-}
-
-bool Fetch(const std::string& url, const ImageInputOptions& options, std::string* bytes,
-           ImageError* error) {
-  auto parsed = ParseHttpUrl(url);
-  if (!parsed.ok()) {
-    *error = {400, parsed.status().message()};
-    return false;
-  }
-  const HttpUrl& u = *parsed;
-  if (std::find(options.url_hosts.begin(), options.url_hosts.end(), u.host) ==
-      options.url_hosts.end()) {
-    *error = {
-        400,
-        "picture URL " + Shown(url) + ": the server does not fetch from '" + u.host +
-            "' (only hosts listed in MATRICXON_IMAGE_URL_HOSTS; send the picture as a data: URL)"};
-    return false;
-  }
-  httplib::Client client(u.scheme + "://" + u.host + ":" + std::to_string(u.port));
-  client.set_follow_location(false);
-  client.set_connection_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
-  client.set_read_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
-  client.set_write_timeout(static_cast<time_t>(options.fetch_timeout_s), 0);
-  bytes->clear();
-  bool too_big = false;
-  auto res = client.Get(u.path, [&](const char* data, size_t n) {
-    if (bytes->size() + n > options.max_bytes) {
-      too_big = true;
-      return false;
-    }
-    bytes->append(data, n);
-    return true;
-  });
-  if (too_big) {
-    *error = {413, "picture URL " + Shown(url) + ": more than the limit of " +
-                       std::to_string(options.max_bytes >> 20) + " MiB (MATRICXON_IMAGE_MAX_MB)"};
-    return false;
-  }
-  if (!res) {
-    *error = {400, "picture URL " + Shown(url) + ": fetch failed (" +
-                       httplib::to_string(res.error()) + ")"};
-    return false;
-  }
-  if (res->status != 200) {
-    *error = {400, "picture URL " + Shown(url) + ": the server answered HTTP " +
-                       std::to_string(res->status) +
-                       (res->status / 100 == 3 ? " (redirects are not followed)" : "")};
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -196,7 +107,7 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
     *bytes = std::move(decoded).value();
     return true;
   }
-  if (scheme == "http" || scheme == "https") return Fetch(url, options, bytes, error);
+  if (scheme == "http" || scheme == "https") return FetchPicture(url, options, bytes, error);
   *error = {400, "picture URL " + Shown(url) + ": expected a data: URL" +
                      (options.url_hosts.empty() ? std::string()
                                                 : " or an http(s) URL of an allowed host")};

@@ -377,6 +377,48 @@ TEST_F(VisionServerTest, RemotePicturesOnlyFromAllowedHosts) {
   serving.join();
 }
 
+// A host name in the list does not make its loopback address fetchable
+// (any client could otherwise probe the server's own ports): `localhost` is
+// refused naming the address, until the list names 127.0.0.1 itself. A
+// picture server that sends a byte every 200 ms is cut at the fetch's
+// deadline (1 s here), not kept alive by each byte.
+TEST_F(VisionServerTest, RemotePicturesFromLoopbackNeedTheAddressListedAndADeadline) {
+  const std::string png = ReadFile(PngPath("a"));
+  httplib::Server pictures;
+  pictures.Get("/a.png", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(png, "image/png");
+  });
+  pictures.Get("/slow.png", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("image/png", [&](size_t offset, httplib::DataSink& sink) {
+      if (offset >= png.size() || offset > 60) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return sink.write(png.data() + offset, 1);
+    });
+  });
+  const int pic_port = pictures.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { pictures.listen_after_bind(); });
+  Start({"--persist-prompt-cache", "false"}, {{"MATRICXON_IMAGE_URL_HOSTS", "localhost"},
+                                              {"MATRICXON_IMAGE_FETCH_TIMEOUT_S", "1"}});
+  const std::string by_name = "http://localhost:" + std::to_string(pic_port);
+  Json body = {{"model", "tiny"}, {"messages", Messages({by_name + "/a.png"})}, {"max_tokens", 2}};
+  Reply named = Post(port(), "/v1/chat/completions", body.dump());
+  EXPECT_EQ(named.status, 400) << named.raw;
+  EXPECT_NE(named.raw.find("'localhost' is 127.0.0.1, a loopback address"), std::string::npos) << named.raw;
+  server_.reset();
+  Start({"--persist-prompt-cache", "false"}, {{"MATRICXON_IMAGE_URL_HOSTS", "localhost,127.0.0.1"},
+                                              {"MATRICXON_IMAGE_FETCH_TIMEOUT_S", "1"}});
+  EXPECT_EQ(Ask(port(), Messages({by_name + "/a.png"})).status, 200);
+  const auto t0 = std::chrono::steady_clock::now();
+  body["messages"] = Messages({by_name + "/slow.png"});
+  Reply slow = Post(port(), "/v1/chat/completions", body.dump());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(slow.status, 400) << slow.raw;
+  EXPECT_NE(slow.raw.find("not fetched within 1 s"), std::string::npos) << slow.raw;
+  EXPECT_LT(seconds, 6.0) << "the drip (a byte every 200 ms, 12 s in all) held the fetch";
+  pictures.stop();
+  serving.join();
+}
+
 // `make-model --with-projector` writes a model and its projector that the
 // server pairs by name and that take pictures.
 TEST_F(VisionServerTest, MakeModelWritesAPairTheServerServes) {
