@@ -61,6 +61,12 @@ class RandomAccessFile {
   virtual const std::string& path() const = 0;
 };
 
+// A lock on a file (Env::LockFile), held until the object is destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 // What kind of thing a path names.
 enum class FileType { kRegular, kDir, kSymlink, kFifo, kSocket, kCharDevice, kBlockDevice, kOther };
 // "a regular file", "a folder", "a symbolic link", "a FIFO", ... (for messages).
@@ -149,6 +155,12 @@ class Env {
   virtual Status SetModifiedTime(const std::string& path, uint64_t mtime_micros);
   // The user id this process acts as (geteuid), for ownership checks.
   virtual uint32_t EffectiveUid();
+  // Locks `path` (created 0600 when missing; a symbolic link is refused)
+  // for as long as the returned object lives: `exclusive` for this process
+  // alone, else shared with other shared holders (flock(2): held per open
+  // file, released when the process dies). Never waits: ResourceExhausted
+  // when another process holds a conflicting lock.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive);
 
   // Monotonic clock in microseconds (for durations).
   virtual uint64_t NowMicros() = 0;
@@ -208,6 +220,9 @@ class EnvWrapper : public Env {
     return target_->SetModifiedTime(path, mtime_micros);
   }
   uint32_t EffectiveUid() override { return target_->EffectiveUid(); }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive) override {
+    return target_->LockFile(path, exclusive);
+  }
   uint64_t NowMicros() override { return target_->NowMicros(); }
   uint64_t WallMicros() override { return target_->WallMicros(); }
   void SleepMicros(uint64_t micros) override { target_->SleepMicros(micros); }

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -184,8 +185,36 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   uint64_t size_;
 };
 
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // closing the last descriptor releases the lock
+
+ private:
+  int fd_;
+};
+
 class PosixEnv final : public Env {
  public:
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive) override {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return ErrnoStatus("open (to lock)", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(path + " is not a regular file; it cannot be a lock file");
+    }
+    if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) {
+        return Status::ResourceExhausted(path + " is locked by another process");
+      }
+      return ErrnoStatus("flock", path, err);
+    }
+    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
   Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& path) override {
     int fd = -1;
     struct stat st;
@@ -409,6 +438,9 @@ Status Env::SetModifiedTime(const std::string& path, uint64_t) {
   return Status::NotSupported("this Env cannot set the time of " + path);
 }
 uint32_t Env::EffectiveUid() { return static_cast<uint32_t>(::geteuid()); }
+Result<std::unique_ptr<FileLock>> Env::LockFile(const std::string& path, bool) {
+  return Status::NotSupported("this Env cannot lock " + path);
+}
 
 const char* FileTypeName(FileType type) {
   switch (type) {

@@ -38,6 +38,35 @@ TEST(EnvPosixTest, ReadingAFifoIsRefusedWithoutBlocking) {
   }
 }
 
+// Exclusive locks exclude everyone, shared ones only exclusive holders;
+// a lock goes with its object (flock locks are per open file, so two
+// holders in one process conflict as two processes do).
+TEST(EnvPosixTest, FileLocksExcludeAsAskedAndEndWithTheirObject) {
+  ScratchDir dir("env");
+  Env* env = Env::Default();
+  const std::string path = dir.Sub("lock");
+  {
+    auto first = env->LockFile(path, /*exclusive=*/true);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto second = env->LockFile(path, true);
+    EXPECT_EQ(second.status().code(), Status::Code::kResourceExhausted) << second.status().ToString();
+    EXPECT_NE(second.status().message().find("is locked by another process"), std::string::npos);
+    EXPECT_FALSE(env->LockFile(path, false).ok());
+  }
+  auto shared_a = env->LockFile(path, false);
+  auto shared_b = env->LockFile(path, false);
+  ASSERT_TRUE(shared_a.ok() && shared_b.ok());
+  EXPECT_FALSE(env->LockFile(path, true).ok());
+  shared_a->reset();
+  shared_b->reset();
+  EXPECT_TRUE(env->LockFile(path, true).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::symlink(path.c_str(), dir.Sub("link").c_str()), 0);
+  EXPECT_FALSE(env->LockFile(dir.Sub("link"), true).ok());  // never through a symbolic link
+}
+
 TEST(EnvPosixTest, ReadingAFolderIsRefusedNamingIt) {
   ScratchDir dir("env");
   auto read = Env::Default()->ReadFile(dir.path());

@@ -78,7 +78,24 @@ SavedCacheStore::SavedCacheStore(Env* env, const SavedCacheOptions& options)
 
 Result<std::unique_ptr<SavedCacheStore>> SavedCacheStore::Open(Env* env, const SavedCacheOptions& options) {
   MX_RETURN_IF_ERROR(env->CreateDirs(options.dir, 0700));
+  // One server per folder, before anything in it is read or deleted; cluster
+  // nodes share theirs by design (the same key, one policy file).
+  const std::string lock_path = JoinPath(options.dir, kFolderLockFileName);
+  auto lock = env->LockFile(lock_path, /*exclusive=*/!options.cluster_node);
+  if (!lock.ok() && lock.status().code() == Status::Code::kResourceExhausted) {
+    return Status::ResourceExhausted(
+        "the saved-cache folder " + options.dir + " is in use by another Matricxon server (" + lock_path +
+        " is locked" + (options.cluster_node ? " by a server that is not a cluster node" : "") +
+        "); give each server its own MATRICXON_PROMPT_CACHE_DIR, or run them all as cluster nodes "
+        "(MATRICXON_CLUSTER_NODE=true) with one MATRICXON_CACHE_KEY");
+  }
   std::unique_ptr<SavedCacheStore> store(new SavedCacheStore(env, options));
+  if (lock.ok()) {
+    store->folder_lock_ = std::move(lock).value();
+  } else {
+    MX_LOG(kWarn) << "saved caches: the folder cannot be locked (" << lock.status().ToString()
+                  << "); a second server on it would not be noticed";
+  }
   if (!options.enabled) {
     store->disabled_reason_ = "the disk cache is off (MATRICXON_PERSIST_PROMPT_CACHE=false or the saved policy)";
     // Off means no saved files, as when saving is turned off at run time:

@@ -174,14 +174,22 @@ class IndexRefresh {
   std::map<uint64_t, std::function<void()>> wakers_;       // guarded by mu_
 };
 
+// The file in the saved-cache folder that a server holds locked while it
+// runs (SavedCacheStore::Open): exclusively, or shared by cluster nodes.
+inline constexpr char kFolderLockFileName[] = "prompt_cache.lock";
+
 class SavedCacheStore {
  public:
   // Creates the folder (0700); when `options.enabled`, opens the key
   // (KeyStore) and the DiskStore and starts the start-up check. A key that
   // cannot be had (cluster node without MATRICXON_CACHE_KEY, a key file
   // readable by others, ...) is not an error: saving is then off and
-  // disabled_reason() says why (logged). Errors only for a folder that
-  // cannot be created.
+  // disabled_reason() says why (logged). Errors for a folder that cannot
+  // be created, and ResourceExhausted for one another server uses: the
+  // folder is locked (kFolderLockFileName) for as long as the store lives,
+  // exclusively, or shared with other cluster nodes when
+  // options.cluster_node, since a second server on the same folder would
+  // delete the first one's files (another key, saving off, its own limits).
   static Result<std::unique_ptr<SavedCacheStore>> Open(Env* env, const SavedCacheOptions& options);
   // Waits for the start-up check; pending saves are dropped (drain first).
   ~SavedCacheStore();
@@ -297,6 +305,7 @@ class SavedCacheStore {
 
   Env* const env_;
   SavedCacheOptions options_;  // enabled/budget/ttl guarded by mu_
+  std::unique_ptr<FileLock> folder_lock_;  // held until the store is gone (null: could not be had)
 
   mutable std::mutex mu_;
   std::shared_ptr<cache::DiskStore> disk_;          // guarded by mu_; null when off

@@ -14,14 +14,26 @@ namespace mx::engine {
 
 // ---- GenStream ----
 
+namespace {
+
+size_t EventBytes(const GenEvent& e) { return e.text.size() + e.top.size() * 8 + 32; }
+
+}  // namespace
+
 bool GenStream::Next(GenEvent* event) {
   std::unique_lock<std::mutex> lock(mu_);
   if (open_ == 0) return false;
   cv_.wait(lock, [&] { return !events_.empty(); });
   *event = std::move(events_.front());
   events_.pop_front();
+  backlog_ -= EventBytes(*event);
   if (event->final) --open_;
   return true;
+}
+
+size_t GenStream::backlog_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return backlog_;
 }
 
 void GenStream::Cancel() {
@@ -45,12 +57,20 @@ void GenStream::PushToChoices(int first, int last, const GenEvent& event) {
 void GenStream::Push(GenEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    backlog_ += EventBytes(event);
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
 }
 
 // ---- Scheduler ----
+
+uint64_t Scheduler::ChoicesStateBytes(const GenRequest& r) const {
+  const models::StateLayout& l = *runner_->layout();
+  const int64_t tokens = std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + r.max_tokens, l.n_ctx);
+  return static_cast<uint64_t>(r.n) *
+         (static_cast<uint64_t>(tokens) * l.kv_bytes_per_token() + l.recurrent_bytes());
+}
 
 
 std::string DivergenceNote(std::span<const int64_t> message_starts, int64_t diverged_at) {
@@ -144,6 +164,19 @@ std::shared_ptr<GenStream> Scheduler::Submit(GenRequest request) {
   } else if (request.n < 1 || request.n > kMaxChoices) {
     bad = Status::InvalidArgument("n must be in [1, " + std::to_string(kMaxChoices) + "], got " +
                                   std::to_string(request.n));
+  } else if (request.n > 1 && ChoicesStateBytes(request) > options_.cache.budget_bytes) {
+    // Every choice holds a state of its own: n of them must fit in the
+    // prompt cache's budget (MATRICXON_PROMPT_CACHE_BUDGET_MB), which they
+    // are charged to while they run.
+    const uint64_t need = ChoicesStateBytes(request);
+    const int64_t tokens = std::min<int64_t>(n + request.max_tokens, n_ctx());
+    bad = Status::InvalidArgument(
+        "n = " + std::to_string(request.n) + " choices of a " + std::to_string(n) + "-token prompt hold up to " +
+        std::to_string(need >> 20) + " MiB of state (" + std::to_string(request.n) + " states of up to " +
+        std::to_string(tokens) + " tokens at " + std::to_string(runner_->layout()->kv_bytes_per_token()) +
+        " bytes a token), more than the prompt cache's budget of " +
+        std::to_string(options_.cache.budget_bytes >> 20) +
+        " MiB (MATRICXON_PROMPT_CACHE_BUDGET_MB): ask for fewer choices or a smaller max_tokens");
   } else {
     bad = ValidatePromptImages(request.prompt, request.images, runner_->n_vocab());
   }
@@ -230,6 +263,8 @@ void Scheduler::Finish(Slot& s, std::string reason, Status status) {
   ev.cached_tokens = s.cached;
   ev.completion_tokens = s.generated;
   s.done = true;
+  choice_bytes_ -= s.charged_bytes;
+  s.charged_bytes = 0;
   // Hand the state back: it holds exactly the first n_tokens() of history
   // (the last sampled token is never read). A failed forward pass may have
   // left it half-written, so then it is dropped. This happens before the
@@ -429,8 +464,15 @@ void Scheduler::Loop() {
         }
       }
       while (static_cast<int>(slots.size()) < options_.n_parallel && !queue_.empty()) {
-        auto slot = std::make_unique<Slot>();
         Queued& q = queue_.front();
+        // Requests with choices start only while the states of all of them
+        // fit in the budget together (the first always may: Submit checked
+        // that it fits alone); the others wait in the queue.
+        const uint64_t charge = q.request.n > 1 ? ChoicesStateBytes(q.request) : 0;
+        if (charge > 0 && choice_bytes_ > 0 && choice_bytes_ + charge > options_.cache.budget_bytes) break;
+        choice_bytes_ += charge;
+        auto slot = std::make_unique<Slot>();
+        slot->charged_bytes = charge;
         slot->request = std::move(q.request);
         slot->stream = std::move(q.stream);
         slot->forks = slot->request.n - 1;
@@ -503,10 +545,15 @@ void Scheduler::Loop() {
       Finish(s, "error", st);
       return false;
     };
+    bool paused = false;  // a generating slot sat out: its reader is behind
     for (auto& s : slots) {
       s->step_prompt = 0;
       s->step_decode = 0;
       if (!s->reading() && s->next_token >= 0) {
+        if (s->stream->backlog_bytes() > kStreamBacklogBytes) {
+          paused = true;
+          continue;
+        }
         if (!reserve(*s, 1)) continue;
         batch.emplace_back(s->seq, s->next_token, true);
         if (!s->request.images.empty()) {
@@ -533,7 +580,16 @@ void Scheduler::Loop() {
       }
     }
     std::erase_if(slots, [](const auto& s) { return s->done; });
-    if (batch.empty()) continue;
+    if (batch.empty()) {
+      // Every slot waits for its reader (a client reading slowly; one that
+      // stops reading is cut by the HTTP front's write deadline, which
+      // cancels its request): look again shortly, without spinning.
+      if (paused) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stop_; });
+      }
+      continue;
+    }
     const uint64_t step_t0 = env_->NowMicros();
     Status st;
     try {

@@ -146,6 +146,12 @@ struct GenRequest {
 // The most choices one request may ask for (each holds a copy of the state).
 inline constexpr int kMaxChoices = 16;
 
+// The most bytes of events a request's stream holds unread before the
+// compute loop stops generating for it (the client reads slower than the
+// model writes); it goes on once the reader has caught up. Counted as each
+// event's text plus 8 bytes per top logprob plus 32.
+inline constexpr size_t kStreamBacklogBytes = 64 << 10;
+
 // The receiving end of one request. Events are queued by the compute loop and
 // read by the caller; each choice's final event is its last one.
 class GenStream {
@@ -156,6 +162,8 @@ class GenStream {
   // Asks the compute loop to end this request at its next step (idempotent).
   void Cancel();
   bool cancelled() const;
+  // Bytes of events queued and not read yet (see kStreamBacklogBytes).
+  size_t backlog_bytes() const;
 
  private:
   friend class Scheduler;
@@ -166,6 +174,7 @@ class GenStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenEvent> events_;
+  size_t backlog_ = 0;  // bytes of events_ as kStreamBacklogBytes counts them
   bool cancelled_ = false;
   int open_ = 1;  // choices whose final event has not been read
 
@@ -225,6 +234,9 @@ class Scheduler {
   // Charges the forward pass of the step just run (`step_us`, over a batch
   // of `n_batch` entries) to the slots in proportion to their entries.
   void ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t step_us, size_t n_batch);
+  // The most state memory a request's choices hold together (n > 1: n
+  // states of its prompt plus max_tokens, capped at the context).
+  uint64_t ChoicesStateBytes(const GenRequest& r) const;
 
   // A request waiting for a slot, with when it was submitted.
   struct Queued {
@@ -239,6 +251,7 @@ class Scheduler {
   std::unique_ptr<models::Runner> runner_;
   std::unique_ptr<PromptCache> cache_;  // used by the compute thread only (stats: any thread)
   bool forward_failed_ = false;         // compute thread only
+  uint64_t choice_bytes_ = 0;           // compute thread only: ChoicesStateBytes of running requests
   ComputeGate* gate_ = nullptr;         // the saved-cache store's, when there is one
   std::vector<float> masked_;           // compute thread only: logits without EOG (ignore_eos)
 

@@ -24,8 +24,13 @@ void Scheduler::ForkChoices(Slot& s, std::vector<std::unique_ptr<Slot>>* out) {
   const uint64_t t0 = env_->NowMicros();
   const auto held =
       std::span<const int32_t>(s.history.data(), static_cast<size_t>(s.seq->n_tokens()));
+  // The request's charge (Scheduler::ChoicesStateBytes) is shared by its
+  // choices, each giving its part back when it ends.
+  const uint64_t share = s.charged_bytes / static_cast<uint64_t>(n + 1);
   for (int c = 1; c <= n; ++c) {
     auto f = std::make_unique<Slot>();
+    f->charged_bytes = share;
+    s.charged_bytes -= share;
     f->request = s.request;
     f->stream = s.stream;
     f->cached = s.cached;

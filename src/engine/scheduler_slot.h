@@ -39,6 +39,9 @@ struct Scheduler::Slot {
   // left it unstarted); when its first StartSlot began (NowMicros).
   IndexWait index_wait;
   uint64_t start_us = 0;
+  // Of the scheduler's choice_bytes_, what this slot gives back when it
+  // ends (requests with n > 1).
+  uint64_t charged_bytes = 0;
   bool reading() const { return n_read < request.prompt.size(); }
 };
 

@@ -17,6 +17,10 @@
 namespace mx::server {
 namespace {
 
+// The most logprob entries (tokens, and their top alternatives, of every
+// choice) a reply that is not streamed may ask for.
+constexpr int64_t kMaxWholeReplyLogprobs = int64_t{1} << 19;
+
 // Shared tail of both routes: checks the prompt, submits, answers.
 void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest gr, bool stream,
               const HttpRequest& req, HttpResponse& res) {
@@ -34,6 +38,19 @@ void Generate(ServerContext* ctx, std::shared_ptr<Reply> r, engine::GenRequest g
     return;
   }
   gr.max_tokens = std::min(gr.max_tokens, n_ctx - n);
+  if (!stream && gr.logprobs) {
+    // A whole reply holds every token's logprobs until it is sent: bounded
+    // (a stream sends them as they come, paced by its reader).
+    const int64_t entries = static_cast<int64_t>(gr.n) * gr.max_tokens * (1 + gr.top_logprobs);
+    if (entries > kMaxWholeReplyLogprobs) {
+      return SendError(res, 400,
+                       "a reply that is not streamed holds at most " + std::to_string(kMaxWholeReplyLogprobs) +
+                           " logprobs (n x max_tokens x (1 + top_logprobs)); this request asks for up to " +
+                           std::to_string(entries) + " (n " + std::to_string(gr.n) + ", max_tokens " +
+                           std::to_string(gr.max_tokens) + ", top_logprobs " + std::to_string(gr.top_logprobs) +
+                           "): set a smaller max_tokens, fewer choices or top_logprobs, or \"stream\": true");
+    }
+  }
   const int32_t n_vocab = r->model->model->tokenizer->n_vocab();
   for (const auto& [id, bias] : gr.sampling.logit_bias) {
     if (id >= n_vocab) {

@@ -9,6 +9,9 @@
 namespace mx::server {
 namespace {
 
+// /tokenize replies of more tokens than this are streamed (chunked).
+constexpr size_t kTokenizeWholeReplyTokens = 16384;
+
 void Tokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(res, body.status());
@@ -16,17 +19,46 @@ void Tokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {
   if (!tr.ok()) return SendError(res, tr.status());
   auto model = ResolveModel(ctx, tr->model);
   if (!model.ok()) return SendError(res, model.status());
-  const auto& tok = *(*model)->model->tokenizer;
-  std::vector<int32_t> ids = tok.Encode(tr->content, tr->add_special, tr->parse_special);
-  Json tokens = Json::array();
-  for (int32_t id : ids) {
-    if (tr->with_pieces) {
-      tokens.push_back({{"id", id}, {"piece", tok.TokenToPiece(id)}});
-    } else {
-      tokens.push_back(id);
+  std::shared_ptr<ServedModel> served = *model;
+  auto ids = std::make_shared<std::vector<int32_t>>(
+      served->model->tokenizer->Encode(tr->content, tr->add_special, tr->parse_special));
+  const bool pieces = tr->with_pieces;
+  // The reply is written as text, token by token (a JSON document of
+  // millions of small objects costs hundreds of bytes a token, and a body of
+  // a few MB of byte-level text is millions of tokens); a long one streams
+  // in pieces of about 64 KiB, paced by the client (chunked).
+  auto write = [served, ids, pieces](size_t from, size_t max_bytes, std::string* out) {
+    const auto& tok = *served->model->tokenizer;
+    size_t i = from;
+    for (; i < ids->size() && out->size() < max_bytes; ++i) {
+      if (i > 0) *out += ',';
+      const std::string id = std::to_string((*ids)[i]);
+      if (pieces) {
+        *out += "{\"id\":" + id + ",\"piece\":" + Dump(Json(tok.TokenToPiece((*ids)[i]))) + "}";
+      } else {
+        *out += id;
+      }
     }
+    return i;
+  };
+  const std::string tail = "],\"model\":" + Dump(Json(served->name)) + "}";
+  if (ids->size() <= kTokenizeWholeReplyTokens) {
+    std::string out = "{\"tokens\":[";
+    write(0, SIZE_MAX, &out);
+    res.status = 200;
+    res.set_content(out + tail, "application/json");
+    return;
   }
-  SendJson(res, {{"tokens", tokens}, {"model", (*model)->name}});
+  res.status = 200;
+  res.set_stream("application/json", [write, tail, ids](BodyWriter& w) {
+    std::string out = "{\"tokens\":[";
+    for (size_t next = 0; next < ids->size();) {
+      next = write(next, 64 << 10, &out);
+      if (!w.Write(out)) return;  // the client left
+      out.clear();
+    }
+    w.Write(tail);
+  });
 }
 
 void Detokenize(ServerContext* ctx, const HttpRequest& req, HttpResponse& res) {

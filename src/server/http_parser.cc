@@ -30,6 +30,53 @@ std::string_view Chomp(std::string_view line) {
   return line;
 }
 
+bool EndsWithCrlf(std::string_view line) { return line.size() >= 2 && line.substr(line.size() - 2) == "\r\n"; }
+
+// RFC 9112 §7.1.1: *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ),
+// `ext` starting at its first ';'. Quoted strings must close; their escapes
+// take any visible byte.
+bool ValidChunkExtensions(std::string_view ext) {
+  size_t i = 0;
+  auto skip_ws = [&] {
+    while (i < ext.size() && (ext[i] == ' ' || ext[i] == '\t')) ++i;
+  };
+  auto token = [&] {
+    const size_t from = i;
+    while (i < ext.size() && IsTokenChar(static_cast<unsigned char>(ext[i]))) ++i;
+    return i > from;
+  };
+  while (true) {
+    skip_ws();
+    if (i == ext.size()) return true;
+    if (ext[i] != ';') return false;
+    ++i;
+    skip_ws();
+    if (!token()) return false;
+    skip_ws();
+    if (i == ext.size() || ext[i] != '=') continue;
+    ++i;
+    skip_ws();
+    if (i < ext.size() && ext[i] == '"') {
+      ++i;
+      bool closed = false;
+      while (i < ext.size() && !closed) {
+        const auto c = static_cast<unsigned char>(ext[i]);
+        if (c == '"') {
+          closed = true;
+        } else if (c == '\\') {
+          if (++i == ext.size()) return false;
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+          return false;
+        }
+        ++i;
+      }
+      if (!closed) return false;
+    } else if (!token()) {
+      return false;
+    }
+  }
+}
+
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -110,8 +157,17 @@ size_t RequestParser::Feed(std::string_view data) {
         const bool complete = TakeLine(rest, &n, 4096, 400);
         used += n;
         if (!complete) break;
+        if (!EndsWithCrlf(line_)) {
+          Fail(400, "a chunk size line must end with CRLF");
+          break;
+        }
         std::string_view line = Chomp(line_);
-        line = line.substr(0, line.find(';'));  // chunk extensions are skipped
+        const size_t semicolon = line.find(';');
+        if (semicolon != std::string_view::npos && !ValidChunkExtensions(line.substr(semicolon))) {
+          Fail(400, "malformed chunk extension");
+          break;
+        }
+        line = line.substr(0, semicolon);  // well-formed chunk extensions are skipped
         line = TrimOws(line);
         if (line.empty() || line.size() > 16) {
           Fail(400, "bad chunk size line");
@@ -154,7 +210,7 @@ size_t RequestParser::Feed(std::string_view data) {
         const bool complete = TakeLine(rest, &n, 2, 400);
         used += n;
         if (!complete) break;
-        if (!Chomp(line_).empty()) {
+        if (line_ != "\r\n") {
           Fail(400, "chunk data is not followed by CRLF");
           break;
         }
@@ -171,6 +227,10 @@ size_t RequestParser::Feed(std::string_view data) {
         used += n;
         if (!complete) break;
         trailer_bytes_ += line_.size();
+        if (!EndsWithCrlf(line_)) {
+          Fail(400, "a trailer line must end with CRLF");
+          break;
+        }
         std::string_view line = Chomp(line_);
         if (line.empty()) {
           line_.clear();
@@ -379,6 +439,13 @@ void RequestParser::ApplyFraming() {
       connection = &value;
     } else if (name == "host") {
       ++hosts;
+    } else if (name == "authorization" || name == "origin") {
+      // The server decides on these: a proxy that reads the other copy
+      // would see another caller or another page.
+      if (std::count_if(req_.headers.begin(), req_.headers.end(), [&](const auto& h) { return h.first == name; }) > 1) {
+        Fail(400, "more than one " + std::string(name == "origin" ? "Origin" : "Authorization") + " field");
+        return;
+      }
     } else if (name == "expect") {
       if (AsciiLower(value) != "100-continue") {
         Fail(417, "only 'Expect: 100-continue' is understood");

@@ -154,6 +154,37 @@ TEST(HttpParserTest, SmugglingShapesAreRefused) {
   EXPECT_EQ(ex.error_status(), 417);
 }
 
+// What a proxy might read differently: chunk framing lines that end with a
+// bare LF, chunk extensions that do not parse (an unclosed quoted string
+// could hide the next chunk line from one parser and not from another),
+// two Authorization or Origin fields.
+TEST(HttpParserTest, ChunkFramingAndSingletonFieldsAreStrict) {
+  const std::string head = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const char* bad : {"5\nhello\r\n0\r\n\r\n", "5\r\nhello\n0\r\n\r\n", "5\r\nhello\r\n0\r\nX: v\n\r\n",
+                          "5;a=\"x\r\nhello\r\n0\r\n\r\n", "5;a=\"x;\r\nhello\r\n0\r\n\r\n", "5;\r\nhello\r\n0\r\n\r\n",
+                          "5;a=b c\r\nhello\r\n0\r\n\r\n", "5;=b\r\nhello\r\n0\r\n\r\n", "5 x\r\nhello\r\n0\r\n\r\n"}) {
+    for (size_t step : {1u, 1000u}) {
+      RequestParser p({});
+      FeedInSteps(p, head + bad, step);
+      EXPECT_TRUE(p.failed()) << bad;
+      EXPECT_EQ(p.error_status(), 400) << bad;
+    }
+  }
+  for (const char* good : {"5;a=\"x;y \\\" z\"\r\nhello\r\n0\r\n\r\n", "5 ; a = b ;c\r\nhello\r\n0\r\n\r\n",
+                           "5;a\r\nhello\r\n0;last\r\n\r\n"}) {
+    RequestParser p({});
+    FeedInSteps(p, head + good, 1);
+    ASSERT_TRUE(p.done()) << good << " " << p.error_message();
+    EXPECT_EQ(p.request().body, "hello");
+  }
+  for (const char* field : {"Authorization: Bearer a", "Origin: http://a"}) {
+    RequestParser p({});
+    p.Feed(std::string("GET / HTTP/1.1\r\nHost: a\r\n") + field + "\r\n" + field + "\r\n\r\n");
+    EXPECT_EQ(p.error_status(), 400) << field;
+    EXPECT_NE(p.error_message().find("more than one"), std::string::npos) << p.error_message();
+  }
+}
+
 TEST(HttpParserTest, KeepAliveRulesAndExpect) {
   RequestParser a({});
   a.Feed("GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n");

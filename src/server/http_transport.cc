@@ -417,7 +417,17 @@ void HttpTransport::Impl::Sweep(uint64_t now) {
   }
   std::vector<std::shared_ptr<Conn>> expired;
   std::vector<std::shared_ptr<Conn>> late;
+  std::vector<std::shared_ptr<Conn>> stalled;
   for (auto& [id, c] : conns_) {
+    {
+      // A client that takes none of what waits for it (a stalled stream, a
+      // whole reply it never reads) is cut at the write deadline.
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (!c->out.empty() && now - c->out_progress_us >= static_cast<uint64_t>(options_.write_timeout_ms) * 1000) {
+        stalled.push_back(c);
+        continue;
+      }
+    }
     const int64_t age_ms = static_cast<int64_t>((now - c->since_us) / 1000);
     switch (c->phase) {
       case Conn::Phase::kIdle:
@@ -437,6 +447,16 @@ void HttpTransport::Impl::Sweep(uint64_t now) {
     }
   }
   for (auto& c : expired) Close(c);
+  for (auto& c : stalled) {
+    size_t waiting = 0;
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      waiting = c->out.size();
+    }
+    MX_LOG(kInfo) << c->remote << " took no byte of its reply for " << options_.write_timeout_ms / 1000
+                  << " s (" << waiting << " bytes waiting): connection closed";
+    Close(c);
+  }
   for (auto& c : late) {
     AnswerError(c, 408,
                 c->parser.head_done() ? "the request body did not arrive in time"

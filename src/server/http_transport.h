@@ -48,6 +48,9 @@ struct TransportOptions {
   int64_t request_timeout_ms = 60000;
   int64_t idle_timeout_ms = 30000;
   size_t max_output_buffer_bytes = 256 << 10;  // a stream's writer waits above this
+  // A connection whose client takes none of the bytes waiting for it for
+  // this long is closed (its request, if still running, is cancelled).
+  int64_t write_timeout_ms = 60000;
   // Body bytes of all requests still being received, together; the request
   // that would pass it gets 503 (so many large uploads at once cannot
   // exhaust memory: the per-request limit times max_connections would be GiB).

@@ -58,6 +58,7 @@ struct Conn {
   std::condition_variable drained;  // out shrank, or the connection died
   int fd;                           // -1 once closed
   std::string out;                  // bytes not yet taken by the socket
+  uint64_t out_progress_us = 0;     // when `out` last became non-empty or shrank (NowMicros)
   bool dead = false;                // closed, or a write failed
   bool reply_done = false;          // the worker queued the last byte of its reply
   bool close_after = false;         // close once the reply is out
@@ -90,6 +91,7 @@ class HttpTransport::Impl {
   // Worker side: queues bytes for `c`; when `last`, the reply is complete.
   // False once the client is gone.
   bool Send(const std::shared_ptr<Conn>& c, std::string_view data, bool last, bool close_after);
+  bool Send(const std::shared_ptr<Conn>& c, std::string&& data, bool last, bool close_after);
   // Blocks until `c`'s output buffer is below the limit; false when it died.
   bool WaitForRoom(const std::shared_ptr<Conn>& c);
 

@@ -73,7 +73,7 @@ bool ChunkWriter::Write(std::string_view data) {
   framed.append(size, static_cast<size_t>(n));
   framed.append(data);
   framed.append("\r\n");
-  return impl_->Send(c_, framed, false, false);
+  return impl_->Send(c_, std::move(framed), false, false);
 }
 
 void HttpTransport::Impl::RunRequest(std::shared_ptr<Conn> c, HttpRequest req, bool keep_alive, bool http10) {
@@ -108,13 +108,15 @@ void HttpTransport::Impl::RunRequest(std::shared_ptr<Conn> c, HttpRequest req, b
   if (close) head += "Connection: close\r\n";
   head += "\r\n";
   if (!stream) {
-    if (!no_body) head += res.body;
-    Send(c, head, true, close);
+    // The body is handed over, not copied (a large reply would otherwise
+    // be held two or three times over).
+    Send(c, head, no_body, no_body && close);
+    if (!no_body) Send(c, std::move(res.body), true, close);
   } else {
     Send(c, head, false, false);
     ChunkWriter writer(this, c, chunked);
     res.stream(writer);
-    Send(c, chunked ? "0\r\n\r\n" : "", true, close);
+    Send(c, std::string_view(chunked ? "0\r\n\r\n" : ""), true, close);
   }
   const double ms = static_cast<double>(env_->NowMicros() - t0) / 1000.0;
   MX_LOG(kInfo) << req.remote_addr << " " << req.method << " " << req.path << " -> " << res.status << " ("
@@ -129,6 +131,10 @@ bool HttpTransport::Impl::WaitForRoom(const std::shared_ptr<Conn>& c) {
 }
 
 bool HttpTransport::Impl::Send(const std::shared_ptr<Conn>& c, std::string_view data, bool last, bool close_after) {
+  return Send(c, std::string(data), last, close_after);
+}
+
+bool HttpTransport::Impl::Send(const std::shared_ptr<Conn>& c, std::string&& data, bool last, bool close_after) {
   bool wake = false;
   bool alive = true;
   {
@@ -141,7 +147,12 @@ bool HttpTransport::Impl::Send(const std::shared_ptr<Conn>& c, std::string_view 
     if (c->dead) {
       alive = false;
     } else {
-      c->out.append(data);
+      if (c->out.empty()) {
+        c->out_progress_us = env_->NowMicros();
+        c->out = std::move(data);
+      } else {
+        c->out.append(data);
+      }
       FlushLocked(*c);  // straight to the socket when it takes it
       alive = !c->dead;
       if (!c->out.empty() || c->dead) wake = true;  // the loop waits for EPOLLOUT, or cleans up
@@ -176,7 +187,10 @@ void HttpTransport::Impl::FlushLocked(Conn& c) {
       c.dead = true;
     }
   }
-  if (off > 0) c.out.erase(0, off);
+  if (off > 0) {
+    c.out.erase(0, off);
+    c.out_progress_us = env_->NowMicros();
+  }
   if (c.dead) c.out.clear();
   if (off > 0 || c.dead) c.drained.notify_all();
 }

@@ -56,6 +56,9 @@ const std::vector<SettingSpec>& ServerSettings() {
        "seconds from a request's first byte to the end of its body (1..86400)"},
       {"MATRICXON_HTTP_IDLE_TIMEOUT_S", "http-idle-timeout-s", "30",
        "seconds a keep-alive connection may wait for its next request (1..86400)"},
+      {"MATRICXON_HTTP_WRITE_TIMEOUT_S", "http-write-timeout-s", "60",
+       "seconds a client may take none of its reply's bytes before its connection is closed and its "
+       "request cancelled (1..86400)"},
       {"MATRICXON_PROMPT_CACHE_SLOTS", "prompt-cache-slots", "4",
        "conversations kept in RAM per model (1..64)"},
       {"MATRICXON_PROMPT_CACHE_BUDGET_MB", "prompt-cache-budget-mb", "2048",
@@ -216,6 +219,8 @@ Result<ServerOptions> LoadServerOptions(
       MX_ASSIGN_OR_RETURN(o.request_timeout_s, ParseRange(name, v, 1, 86400));
     } else if (s.flag == "http-idle-timeout-s") {
       MX_ASSIGN_OR_RETURN(o.http_idle_timeout_s, ParseRange(name, v, 1, 86400));
+    } else if (s.flag == "http-write-timeout-s") {
+      MX_ASSIGN_OR_RETURN(o.http_write_timeout_s, ParseRange(name, v, 1, 86400));
     } else if (s.flag == "prompt-cache-slots") {
       MX_ASSIGN_OR_RETURN(int64_t n, ParseRange(name, v, 1, 64));
       o.prompt_cache_slots = static_cast<int>(n);

@@ -38,6 +38,7 @@ struct ServerOptions {
   int64_t request_head_timeout_s = 10;       // first byte -> end of the request head
   int64_t request_timeout_s = 60;            // first byte -> end of the body
   int64_t http_idle_timeout_s = 30;          // keep-alive connection without a request
+  int64_t http_write_timeout_s = 60;         // a reply whose client takes none of its bytes
   std::vector<std::string> allowed_origins;  // normalized origins, or "*"; empty: none
   std::vector<std::string> allowed_hosts;    // extra Host names accepted on loopback
   bool allow_open_admin = false;             // listen off loopback without an admin token

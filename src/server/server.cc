@@ -86,6 +86,7 @@ HttpServer::HttpServer(ServerOptions options, Env* env) {
   to.head_timeout_ms = ctx_.options.request_head_timeout_s * 1000;
   to.request_timeout_ms = std::max(ctx_.options.request_timeout_s, ctx_.options.request_head_timeout_s) * 1000;
   to.idle_timeout_ms = ctx_.options.http_idle_timeout_s * 1000;
+  to.write_timeout_ms = ctx_.options.http_write_timeout_s * 1000;
   http_ = std::make_unique<HttpTransport>(
       to, env, [this](HttpRequest& req, HttpResponse& res) { Handle(req, res); },
       [this](int status, const std::string& message) { return ScrubPaths(Dump(ErrorJson(status, message))); });
@@ -116,6 +117,10 @@ void HttpServer::OpenSavedCaches() {
   so.queue_budget_bytes = static_cast<uint64_t>(o.persist_write_queue_mb) << 20;
   so.flush_timeout_ms = static_cast<uint64_t>(o.persist_flush_timeout_s) * 1000;
   auto store = engine::SavedCacheStore::Open(ctx_.env, so);
+  if (!store.ok() && store.status().code() == Status::Code::kResourceExhausted) {
+    start_error_ = store.status();  // another server's folder: Bind refuses to start
+    return;
+  }
   if (!store.ok()) {
     MX_LOG(kError) << "saved caches are off: " << store.status().ToString();
     return;
@@ -130,6 +135,7 @@ HttpServer::~HttpServer() {
 }
 
 Status HttpServer::Bind() {
+  MX_RETURN_IF_ERROR(start_error_);
   const ServerOptions& o = ctx_.options;
   if (!o.api_keys_file.empty()) {
     MX_ASSIGN_OR_RETURN(api_keys_,

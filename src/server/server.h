@@ -114,7 +114,8 @@ class HttpServer {
   // host:port, exclusively. The API keys file's error (api_keys.h) when it
   // cannot be used; IOError naming the address when binding fails (e.g. the
   // port is in use); InvalidArgument when the admin routes would be open (no
-  // admin token) on a non-loopback address and allow_open_admin is not set.
+  // admin token) on a non-loopback address and allow_open_admin is not set;
+  // ResourceExhausted when another server uses the saved-cache folder.
   Status Bind();
   // Re-reads the API keys file (SIGHUP) and logs what happened; on failure
   // the keys in force stay. Any thread; OK and a log line when there are no
@@ -136,8 +137,10 @@ class HttpServer {
   std::string ScrubPaths(std::string body) const;
   void IdleLoop();
 
-  // Opens the saved caches: the policy file wins over the environment.
+  // Opens the saved caches: the policy file wins over the environment. A
+  // folder another server holds sets start_error_.
   void OpenSavedCaches();
+  Status start_error_;  // why Bind refuses to start (OK: it does not)
 
   engine::CacheEventLog cache_events_;  // declared before models_: their schedulers push to it
   ServerContext ctx_;

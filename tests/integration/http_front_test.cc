@@ -275,6 +275,26 @@ TEST_F(HttpFrontTest, ChunkedBodyFloodIsRefusedEarly) {
   ExpectHealthy(500);
 }
 
+// Framing a proxy in front might read differently is refused: a chunk line
+// ended by a bare LF, an unclosed quoted chunk extension, two Authorization
+// fields (the server would use one, a proxy perhaps the other).
+TEST_F(HttpFrontTest, AmbiguousFramingAndDuplicateCredentialsAre400) {
+  const std::string chunked = "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string body = "{\"content\":\"a\"}";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", body.size());
+  for (const std::string& bad : {chunked + size + "\n" + body + "\r\n0\r\n\r\n",
+                                 chunked + size + ";a=\"open\r\n" + body + "\r\n0\r\n\r\n",
+                                 chunked + size + "\r\n" + body + "\n0\r\n\r\n",
+                                 PostJson("/tokenize", body, "Authorization: Bearer a\r\nAuthorization: Bearer b\r\n")}) {
+    const std::string r = Exchange(port(), bad);
+    EXPECT_EQ(StatusOf(r), 400) << bad << "\n" << r;
+  }
+  const std::string good = chunked + size + ";a=\"quoted;ok\"\r\n" + body + "\r\n0\r\n\r\n";
+  EXPECT_EQ(StatusOf(Exchange(port(), good)), 200);
+  ExpectHealthy(500);
+}
+
 TEST_F(HttpFrontTest, HeaderFloodIsRefusedEarly) {
   const int64_t before = RssKb(server_->pid());
   Raw c(port());
@@ -450,7 +470,10 @@ TEST_F(HttpFrontTest, ForeignHostsAreRefusedOnLoopback) {
 TEST_F(HttpFrontTest, APortInUseIsAStartupErrorNamingIt) {
   ServerProcess second;
   std::string error;
-  EXPECT_FALSE(second.Start({"--port", std::to_string(port())}, {{"MATRICXON_MODELS_DIR", *dir_ + "/models"}},
+  // (Its own saved-cache folder: the first server holds its own.)
+  EXPECT_FALSE(second.Start({"--port", std::to_string(port())},
+                            {{"MATRICXON_MODELS_DIR", *dir_ + "/models"},
+                             {"MATRICXON_PROMPT_CACHE_DIR", *dir_ + "/second_cache"}},
                             *dir_ + "/second.log", &error));
   EXPECT_NE(error.find("127.0.0.1:" + std::to_string(port())), std::string::npos) << error;
   EXPECT_NE(error.find("in use"), std::string::npos) << error;
@@ -461,8 +484,10 @@ TEST_F(HttpFrontTest, OpenAdminRoutesOffLoopbackRefuseToStart) {
   ServerProcess open;
   std::string error;
   // Refused before anything is bound: nothing listens on the network.
-  EXPECT_FALSE(open.Start({"--host", "0.0.0.0"}, {{"MATRICXON_MODELS_DIR", *dir_ + "/models"}}, *dir_ + "/open.log",
-                          &error));
+  EXPECT_FALSE(open.Start({"--host", "0.0.0.0"},
+                          {{"MATRICXON_MODELS_DIR", *dir_ + "/models"},
+                           {"MATRICXON_PROMPT_CACHE_DIR", *dir_ + "/open_cache"}},
+                          *dir_ + "/open.log", &error));
   EXPECT_NE(error.find("MATRICXON_ADMIN_TOKEN"), std::string::npos) << error;
   EXPECT_NE(error.find("MATRICXON_ALLOW_OPEN_ADMIN"), std::string::npos) << error;
 }

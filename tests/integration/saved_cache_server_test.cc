@@ -301,6 +301,39 @@ TEST_F(SavedCacheServerTest, ChangedPassphraseDeletesOldFilesAndChatsGoOn) {
   EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t2.text);
 }
 
+// A second server on a folder another server uses (another key here: its
+// start-up would delete the first one's files as undecryptable) refuses to
+// start and says why; the first one's saved chat stays and loads. A cluster
+// node cannot join a folder that a plain server holds either.
+TEST_F(SavedCacheServerTest, ASecondServerOnTheFolderRefusesToStart) {
+  Start({}, {{"MATRICXON_CACHE_KEY", "first passphrase"}});
+  std::vector<Msg> chat = {{"system", kSystem}, {"user", "a chat the first server keeps"}};
+  const Turn t1 = Chat(port(), chat);
+  ASSERT_EQ(Post(port(), "/api/models/tiny/unload", "{}").status, 200);
+  WaitForFiles(1);
+  for (const auto& env : std::vector<std::map<std::string, std::string>>{
+           {{"MATRICXON_CACHE_KEY", "another passphrase"}},
+           {{"MATRICXON_CACHE_KEY", "first passphrase"}, {"MATRICXON_CLUSTER_NODE", "true"}},
+           {{"MATRICXON_PERSIST_PROMPT_CACHE", "false"}}}) {
+    ServerProcess second;
+    std::map<std::string, std::string> e = env;
+    e.emplace("MATRICXON_MODELS_DIR", dir_ + "/models");
+    e.emplace("MATRICXON_PROMPT_CACHE_DIR", cache_dir_);
+    std::string error;
+    EXPECT_FALSE(second.Start({"--threads", "1"}, e, dir_ + "/second.log", &error));
+    EXPECT_NE(error.find("is in use by another Matricxon server"), std::string::npos) << error;
+  }
+  EXPECT_EQ(SavedFiles().size(), 1u);
+  EXPECT_EQ(Persistence()["files"], 1);
+  chat.push_back({"assistant", t1.text});
+  chat.push_back({"user", "still there?"});
+  EXPECT_GE(Chat(port(), chat).cached, t1.prompt_tokens);
+  Stop();
+  // Once it is gone, the folder is free again.
+  Start({}, {{"MATRICXON_CACHE_KEY", "first passphrase"}});
+  WaitForFiles(1);
+}
+
 TEST_F(SavedCacheServerTest, CrashLeavesNoFileThatLoads) {
   Start({"--prompt-cache-slots", "1"});
   std::vector<std::vector<Msg>> chats;

@@ -12,6 +12,8 @@ namespace mx::cache {
 namespace {
 
 constexpr char kPolicyFileName[] = "prompt_cache_policy.json";
+// The lock a server holds on its folder (engine::SavedCacheStore).
+constexpr char kLockFileName[] = "prompt_cache.lock";
 
 std::string MiB(uint64_t bytes) {
   char buf[32];
@@ -501,7 +503,7 @@ StartupReport DiskStore::StartupCheck(ThreadPool* pool) {
     const FileNameKind kind = ClassifyFileName(name, &id);
     const std::string path = PathOf(name);
     if (kind == FileNameKind::kOther) {
-      if (name != kKeyFileName && name != kPolicyFileName) ++report.ignored;
+      if (name != kKeyFileName && name != kPolicyFileName && name != kLockFileName) ++report.ignored;
       continue;
     }
     // Never opened unless it is a regular file itself (not a symbolic link:
