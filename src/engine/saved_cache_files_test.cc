@@ -65,7 +65,7 @@ TEST(SavedCacheFilesTest, StartingWithSavingOffDeletesTheSavedFilesOfAnEarlierRu
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_FALSE((*store)->enabled());
   EXPECT_EQ(Names(dir.path()),
-            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName}));
+            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName, kFolderLockFileName}));
 }
 
 TEST(SavedCacheFilesTest, StartingWithSavingOffInAnotherUsersFolderDeletesNothing) {
@@ -87,7 +87,7 @@ TEST(SavedCacheFilesTest, PurgeWhileOffSparesNamesTheStoreDoesNotMake) {
   ASSERT_TRUE(purged.ok()) << purged.status().ToString();
   EXPECT_EQ(purged->files, 1u);
   EXPECT_EQ(Names(dir.path()),
-            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName}));
+            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName, kFolderLockFileName}));
 }
 
 TEST(SavedCacheFilesTest, TurningSavingOffSparesNamesTheStoreDoesNotMake) {
@@ -101,7 +101,7 @@ TEST(SavedCacheFilesTest, TurningSavingOffSparesNamesTheStoreDoesNotMake) {
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_EQ(off->files, 1u);
   EXPECT_EQ(Names(dir.path()),
-            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName}));
+            (std::vector<std::string>{"mine.mxpc.tmp", "notes.mxpc", cache::kKeyFileName, kFolderLockFileName}));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ using OJson = nlohmann::ordered_json;
 
 inline constexpr int kMaxDepth = 64;
 inline constexpr int64_t kMaxCount = 1 << 16;  // minLength, maxLength, minItems, maxItems
+inline constexpr int64_t kMaxEnumValues = 1 << 14;  // values of one enum
 
 inline const std::set<std::string, std::less<>>& Supported() {
   static const std::set<std::string, std::less<>> k = {"type",
@@ -121,8 +122,11 @@ class Converter {
     std::string name = hint.size() > 120 ? hint.substr(0, 120) : hint;
     while (!name.empty() && name.back() == '-') name.pop_back();
     if (used_.insert(name).second) return name;
-    for (int n = 2;; ++n) {
-      std::string candidate = name + "-" + std::to_string(n);
+    // Numbered from where this hint left off: a long enum asks for one name
+    // per trie branch, and trying every number from 2 again is quadratic.
+    for (int& n = next_suffix_[name];;) {
+      std::string candidate = name + "-" + std::to_string(n < 2 ? (n = 2) : n);
+      ++n;
       if (used_.insert(candidate).second) return candidate;
     }
   }
@@ -304,6 +308,12 @@ class Converter {
     if (!values.is_array() || values.empty()) {
       return Error(path + "/enum", "must be a non-empty array");
     }
+    // Sizes first: the grammar of a huge enum would be refused anyway, after
+    // seconds of building it.
+    if (values.size() > static_cast<size_t>(kMaxEnumValues)) {
+      return Error(path + "/enum", std::to_string(values.size()) + " values exceed the supported maximum of " +
+                                       std::to_string(kMaxEnumValues));
+    }
     std::vector<std::string> types;
     if (s.contains("type") && s["type"].is_string()) types.push_back(s["type"].get<std::string>());
     if (s.contains("type") && s["type"].is_array()) {
@@ -440,6 +450,7 @@ class Converter {
   const std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> used_;
+  std::map<std::string, int> next_suffix_;  // Unique: the next number to try per hint
   std::set<std::string> prims_;
   std::map<std::string, std::string> refs_;
 };

@@ -1,7 +1,9 @@
 #include "server/image_input.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "image/image_decode.h"
 #include "image/preprocess.h"
@@ -114,6 +116,56 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
   return false;
 }
 
+namespace {
+
+// Pictures being checked at once, server-wide (PreparePictures): each
+// holds its decoded pixels and canvas for that moment.
+constexpr int kConcurrentPictureChecks = 2;
+
+class PictureCheckSlot {
+ public:
+  PictureCheckSlot() {
+    std::unique_lock<std::mutex> lock(Mu());
+    Cv().wait(lock, [] { return Used() < kConcurrentPictureChecks; });
+    ++Used();
+  }
+  ~PictureCheckSlot() {
+    {
+      std::lock_guard<std::mutex> lock(Mu());
+      --Used();
+    }
+    Cv().notify_one();
+  }
+  PictureCheckSlot(const PictureCheckSlot&) = delete;
+  PictureCheckSlot& operator=(const PictureCheckSlot&) = delete;
+
+ private:
+  static std::mutex& Mu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::condition_variable& Cv() {
+    static std::condition_variable cv;
+    return cv;
+  }
+  static int& Used() {
+    static int used = 0;
+    return used;
+  }
+};
+
+// Decodes a picture file and lays it on the model's canvas; *pixel_hash
+// (optional) gets the decoded picture's hash.
+Result<image::PreparedImage> DecodeAndPrepare(const std::string& file, const image::DecodeLimits& limits,
+                                              const image::PreprocessParams& pp, uint64_t* pixel_hash) {
+  const auto span = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  MX_ASSIGN_OR_RETURN(image::RgbImage rgb, image::DecodeImage(span, limits));
+  if (pixel_hash != nullptr) *pixel_hash = image::PixelHash(rgb);
+  return image::Preprocess(rgb, pp);
+}
+
+}  // namespace
+
 std::string ImagePartUrl(const Value& part) {
   for (const char* key : {"image_url", "image"}) {
     const Value* v = part.Field(key);
@@ -164,18 +216,23 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
       error->message = what + ": " + error->message;
       return false;
     }
-    const auto span =
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (Status st = image::CheckImageBytes(bytes.size(), limits); !st.ok()) {
       *error = {bytes.empty() ? 400 : 413, what + ": " + st.message()};
       return false;
     }
-    auto rgb = image::DecodeImage(span, limits);
-    if (!rgb.ok()) {
-      *error = {400, what + ": " + rgb.status().message()};
-      return false;
+    // Checked now, kept as its file's bytes: the decoded picture (its pixels,
+    // then its canvas as floats: tens of MB) lives only while it is checked
+    // here, with at most kConcurrentPictureChecks pictures server-wide, and
+    // again while the model encodes it. A request's pictures hold no more
+    // than the bytes it sent, and a prompt too long for the context is
+    // refused without decoding anything again.
+    auto file = std::make_shared<const std::string>(std::move(bytes));
+    Result<image::PreparedImage> prepared = Status::Internal("not decoded");
+    uint64_t pixel_hash = 0;
+    {
+      PictureCheckSlot slot;
+      prepared = DecodeAndPrepare(*file, limits, pp, &pixel_hash);
     }
-    auto prepared = image::Preprocess(*rgb, pp);
     if (!prepared.ok()) {
       *error = {400, what + ": " + prepared.status().message()};
       return false;
@@ -184,12 +241,12 @@ bool PreparePictures(const engine::ChatPrompt& prompt, const engine::LoadedModel
     const int64_t f = pc.pixel_multiple();
     im.nx = prepared->width / f;
     im.ny = prepared->height / f;
-    im.pixel_hash = image::PixelHash(*rgb);
-    auto pixels = std::make_shared<const image::PreparedImage>(std::move(prepared).value());
-    im.encode = [projector = model.projector,
-                 pixels](ThreadPool* pool) -> Result<std::vector<float>> {
+    im.pixel_hash = pixel_hash;
+    prepared = Status::Internal("released");  // the pixels go now
+    im.encode = [projector = model.projector, file, limits, pp](ThreadPool* pool) -> Result<std::vector<float>> {
+      MX_ASSIGN_OR_RETURN(image::PreparedImage pixels, DecodeAndPrepare(*file, limits, pp, nullptr));
       MX_ASSIGN_OR_RETURN(vision::ImageEmbeddings e,
-                          projector->Encode(pixels->pixels, pixels->width, pixels->height, pool));
+                          projector->Encode(pixels.pixels, pixels.width, pixels.height, pool));
       return std::move(e.data);
     };
     images->push_back(std::move(im));

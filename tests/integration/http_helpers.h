@@ -116,6 +116,22 @@ inline std::vector<Json> ParseSse(const std::string& body, bool* done) {
   return events;
 }
 
+// A field of /proc/PID/status (VmRSS, VmHWM, ...) in MiB; -1 when unreadable.
+inline int64_t StatusMb(pid_t pid, const std::string& field) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1) >> 10;
+  }
+  return -1;
+}
+
+// Resets a process's peak RSS (VmHWM) to its current RSS.
+inline void ResetPeakRss(pid_t pid) {
+  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
+  f << "5";
+}
+
 // A chat message, a greedy chat completion against model "tiny", and what
 // the reply says about the prompt cache.
 struct Msg {

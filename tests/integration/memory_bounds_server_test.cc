@@ -19,22 +19,6 @@
 namespace mx::testing {
 namespace {
 
-// A field of /proc/PID/status in MiB (-1 when unreadable).
-int64_t StatusMb(pid_t pid, const std::string& field) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1) >> 10;
-  }
-  return -1;
-}
-
-// Resets the peak RSS (VmHWM) to the current RSS.
-void ResetPeak(pid_t pid) {
-  std::ofstream f("/proc/" + std::to_string(pid) + "/clear_refs");
-  f << "5";
-}
-
 class MemoryBoundsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,7 +45,7 @@ class MemoryBoundsTest : public ::testing::Test {
   // Peak RSS growth over the baseline of a warmed-up server while `fn` runs.
   int64_t PeakGrowthMb(const std::function<void()>& fn) {
     const int64_t base = StatusMb(pid(), "VmRSS");
-    ResetPeak(pid());
+    ResetPeakRss(pid());
     fn();
     return StatusMb(pid(), "VmHWM") - base;
   }
@@ -174,7 +158,7 @@ TEST_F(MemoryBoundsTest, AStalledStreamPausesAndIsCutAtTheWriteDeadline) {
                               std::to_string(payload.size()) + "\r\n\r\n" + payload;
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   const int64_t base = StatusMb(pid(), "VmRSS");
-  ResetPeak(pid());
+  ResetPeakRss(pid());
   // Never read. Meanwhile another chat is answered.
   const auto t0 = std::chrono::steady_clock::now();
   Turn other = Chat(port(), {{"user", "another chat"}}, 4);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "http_helpers.h"
+#include "image/test_encode.h"
 #include "server_process.h"
 
 namespace mx::testing {
@@ -417,6 +418,42 @@ TEST_F(VisionServerTest, RemotePicturesFromLoopbackNeedTheAddressListedAndADeadl
   EXPECT_LT(seconds, 6.0) << "the drip (a byte every 200 ms, 12 s in all) held the fetch";
   pictures.stop();
   serving.join();
+}
+
+// Pictures of a prompt too long for the context: six requests at once with
+// eight pictures each, every picture a 2400 x 2400 PNG of a few KB whose
+// pixels and canvas are tens of MB. Each picture is checked (decoded) with at
+// most two at a time server-wide and then kept as its file's bytes, so the
+// server never holds 48 decoded pictures (gigabytes once), and each request
+// is refused as too long.
+TEST_F(VisionServerTest, PicturesOfAPromptTooLongHoldOnlyTheirBytes) {
+  image::RgbImage big;
+  big.width = big.height = 2400;
+  big.rgb.assign(size_t{2400} * 2400 * 3, 0);
+  for (size_t i = 0; i < big.rgb.size(); i += 3) big.rgb[i] = static_cast<uint8_t>((i / 7200) % 256);
+  const image::testing::Bytes png = image::testing::EncodePngRgb(big);
+  ASSERT_FALSE(png.empty());
+  ASSERT_LT(png.size(), size_t{1} << 20);
+  const std::string url = DataUrl(std::string(png.begin(), png.end()));
+  Start({"--persist-prompt-cache", "false"});
+  ASSERT_EQ(Ask(port(), Messages({DataUrl(ReadFile(PngPath("a")))})).status, 200);  // warm
+  const int64_t base = StatusMb(server_->pid(), "VmRSS");
+  ResetPeakRss(server_->pid());
+  const std::string body =
+      Json{{"model", "tiny"}, {"messages", Messages(std::vector<std::string>(8, url))}, {"max_tokens", 2}}.dump();
+  std::vector<std::thread> clients;
+  std::vector<Reply> replies(6);
+  for (int i = 0; i < 6; ++i) clients.emplace_back([&, i] { replies[i] = Post(port(), "/v1/chat/completions", body); });
+  for (auto& t : clients) t.join();
+  for (const Reply& r : replies) {
+    EXPECT_EQ(r.status, 400) << r.raw.substr(0, 300);
+    EXPECT_NE(r.raw.find("context_length_exceeded"), std::string::npos) << r.raw.substr(0, 300);
+  }
+  const int64_t growth = StatusMb(server_->pid(), "VmHWM") - base;
+  // Two pictures decoded at a time (17 MB of pixels, a canvas of floats
+  // each) plus the requests' bodies and files.
+  EXPECT_LE(growth, 400) << growth << " MiB";
+  std::cerr << "peak RSS growth " << growth << " MiB\n";
 }
 
 // `make-model --with-projector` writes a model and its projector that the
