@@ -187,7 +187,7 @@ void ModelManager::WaitUntilRetired(const std::string& name) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = retiring_.find(name);
       if (it == retiring_.end()) return;
-      if (it->second.expired()) {
+      if (it->second->load()) {
         retiring_.erase(it);
         return;
       }
@@ -197,14 +197,14 @@ void ModelManager::WaitUntilRetired(const std::string& name) {
 }
 
 void ModelManager::DropAndWait(std::shared_ptr<ServedModel> served) {
-  std::weak_ptr<ServedModel> weak = served;
+  const std::shared_ptr<std::atomic<bool>> retired = served->retired;
   const std::string name = served->name;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    retiring_[name] = weak;
+    retiring_[name] = retired;
   }
   served.reset();
-  while (!weak.expired()) env_->SleepMicros(10000);
+  while (!retired->load()) env_->SleepMicros(2000);
   // Freed KV blocks are kept for states of about their size; the model's
   // states are gone, so give their memory back.
   LargeBuffer::ReleaseSpares();

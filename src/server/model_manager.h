@@ -12,6 +12,7 @@
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,7 +38,14 @@ struct ServedModel {
   // ModelGrammarVocab builds each on first use).
   std::mutex grammar_vocab_mu;
   std::map<std::string, std::shared_ptr<const grammar::GrammarVocab>> grammar_vocabs;
-  ~ServedModel() { scheduler.reset(); }
+  // Set once the scheduler is gone (its cached chats queued for the disk).
+  // A weak_ptr to the model expires before this destructor runs, so that is
+  // what waiting for an unload has to watch.
+  std::shared_ptr<std::atomic<bool>> retired = std::make_shared<std::atomic<bool>>(false);
+  ~ServedModel() {
+    scheduler.reset();
+    retired->store(true);
+  }
 };
 
 struct ModelManagerOptions {
@@ -99,7 +107,7 @@ class ModelManager {
   std::mutex load_mu_;  // one load at a time; taken before mu_
   std::mutex mu_;
   std::map<std::string, Entry> loaded_;                               // guarded by mu_
-  std::map<std::string, std::weak_ptr<ServedModel>> retiring_;        // being unloaded; mu_
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> retiring_;  // ServedModel::retired of unloads; mu_
   std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); mu_
 };
 
