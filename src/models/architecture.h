@@ -37,11 +37,20 @@ const Architecture* FindArchitecture(std::string_view name);
 // "llama, qwen2, ..." for error messages.
 std::string SupportedArchitectureNames();
 
+// The dense block shared by the llama-like families (arch_dense.cc): every
+// layer attention + SwiGLU FFN with RoPE in `mode`; separate q/k/v and
+// ffn_gate/up/down tensors behind attn_norm / ffn_norm.
+void ConfigureDenseLayers(ModelConfig& c, kernels::RopeMode mode);
+Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+
 // The families (arch_*.cc).
 extern const Architecture kLlamaArchitecture;
 extern const Architecture kQwen2Architecture;
 extern const Architecture kQwen3Architecture;
 extern const Architecture kNemotronHArchitecture;
 extern const Architecture kQwen35Architecture;
+extern const Architecture kSmolLm3Architecture;
+extern const Architecture kGraniteArchitecture;
+extern const Architecture kPhi3Architecture;
 
 }  // namespace mx::models
