@@ -266,12 +266,12 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                      std::to_string(s.ssm_groups) + " groups");
     }
   }
-  if (s.arch != "qwen35" && s.rope_sections != std::array<int32_t, 4>{}) {
-    return Status::InvalidArgument("rope-sections are only written for qwen35");
-  }
   if (s.arch != "qwen35" && s.arch != "phi3" && s.rope_dims != 0) {
     return Status::InvalidArgument("rope-dims is only written for qwen35 and phi3 (" + s.arch +
                                    " rotates whole heads)");
+  }
+  if (s.arch != "qwen35" && s.rope_sections != std::array<int32_t, 4>{}) {
+    return Status::InvalidArgument("rope-dims / rope-sections (IMRoPE) are only written for qwen35");
   }
   MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
   MX_RETURN_IF_ERROR(positive("dim", s.n_embd, 65536));
