@@ -5,6 +5,8 @@
 // header comment. The runner runs every family with the same loop
 //   x = E[tok];  per layer: x += Mixer(rms(x, attn_norm)); x += Ffn(rms(x, ffn_norm))
 //   logits = output(rms(x, output_norm))
+// (times ModelConfig's embedding and residual scales, over its logit scale:
+// all 1 but for granite)
 // over shared blocks (runner_*.cc), so adding a family is a new arch file plus
 // the blocks it needs that do not exist yet.
 #pragma once
