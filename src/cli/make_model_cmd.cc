@@ -21,8 +21,9 @@ const std::vector<FlagSpec> kFlags = {
     {"out", "", "path of the .gguf file to write (required)"},
     {"preset", "tiny",
      "starting shape: tiny, tiny-hybrid, tiny-qwen35, smollm2-135m, qwen3-0.6b, qwen3.5-0.8b, "
-     "llama-135m"},
-    {"arch", "", "architecture: llama, qwen2, qwen3, nemotron_h, qwen35"},
+     "llama-135m, llama3.2-1b (Llama 3.1 frequency factors), phi4-mini (LongRoPE)"},
+    {"arch", "",
+     "architecture: llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, phi3"},
     {"layer-pattern", "",
      "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default M-M*-M*-)"},
     {"layers", "", "number of layers"},
@@ -43,7 +44,7 @@ const std::vector<FlagSpec> kFlags = {
      "qwen35 ssm.inner_size (default and only valid value: value heads x head dim)"},
     {"ssm-conv", "", "conv taps of Mamba2 / DeltaNet layers (ssm.conv_kernel, default 4)"},
     {"rope-dims", "",
-     "qwen35: rotated dims per attention head (rope.dimension_count, default the head)"},
+     "qwen35, phi3: rotated dims per attention head (rope.dimension_count, default the head)"},
     {"rope-sections", "",
      "qwen35 IMRoPE sections t,h,w,extra summing to rope-dims / 2 (default: dealt evenly, e.g. "
      "11,11,10,0 for 64 dims)"},

@@ -120,10 +120,16 @@ struct RopeParams {
   float beta_slow = 1.0f;
   int n_ctx_orig = 0;                   // training context (YaRN only)
   const float* freq_factors = nullptr;  // [n_rot / 2] divisors of theta, or null
+  // Leaves cos and sin unscaled (no attn_factor, no YaRN magnitude scale):
+  // re-rotating keys that carry the scale already (a context shift).
+  bool rotation_only = false;
 };
 // Rotates every head of x ([n_heads, head_dim], head_dim contiguous) by
 // position `pos` as llama.cpp does (ENGINE-FACTS §5): angles built iteratively
-// in f32. Dims >= n_rot are unchanged. A negative or positive pos also serves
+// in f32; pair i's angle pos * base^(-2i/n_rot) / freq_factors[i], blended
+// with its linear interpolation by YaRN's ramp when ext_factor != 0; cos and
+// sin times attn_factor (and YaRN's 1 + 0.1 ln(1/freq_scale)). Dims >= n_rot
+// are unchanged. A negative or positive pos also serves
 // to re-rotate cached keys by a position delta.
 void Rope(float* x, int n_heads, int head_dim, const RopeParams& p, int64_t pos);
 

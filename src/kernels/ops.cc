@@ -31,6 +31,7 @@ void RopeAngle(float theta_extrap, const RopeParams& p, const float corr[2], int
     theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
     mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
   }
+  if (p.rotation_only) mscale = 1.0f;
   *c = std::cos(theta) * mscale;
   *s = std::sin(theta) * mscale;
 }

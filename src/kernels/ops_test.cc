@@ -3,7 +3,9 @@
 // references; plus element-position invariance of the vector kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -206,6 +208,131 @@ TEST_P(OpsTest, RopeYarnAndFreqFactorsDefaultsAreNeutral) {
   z[0] = 1.0f;
   Rope(z.data(), 1, 32, y, 0);  // angle 0: cos = mscale
   EXPECT_NEAR(z[0], 1.0f + 0.1f * std::log(4.0f), 1e-6);
+}
+
+// Reference for the scaled RoPE variants, from their formulas
+// (ref/README-dense.md): pair i's frequency f_i = base^(-2i/n_rot) (built as
+// llama.cpp builds it, iterative f32 products), divided by freq_factors[i];
+// YaRN (ext_factor 1) keeps f_i for i <= lo, interpolates f_i * freq_scale
+// for i >= hi and blends linearly between, lo = floor(c(beta_fast)),
+// hi = ceil(c(beta_slow)), c(b) = n_rot ln(C / (2 pi b)) / (2 ln base);
+// cos and sin times attn_factor (YaRN: times 1 + 0.1 ln(1 / freq_scale)).
+// Angles, ramps and rotation in double.
+std::vector<float> ScaledRopeRef(const std::vector<float>& x, int n_heads, int head_dim,
+                                 const RopeParams& p, int64_t pos) {
+  std::vector<float> out = x;
+  const int half = p.n_rot / 2;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  auto corr = [&](double beta) {
+    return p.n_rot * std::log(p.n_ctx_orig / (2 * M_PI * beta)) / (2 * std::log(double{p.freq_base}));
+  };
+  const double lo = std::max(0.0, std::floor(corr(p.beta_fast)));
+  const double hi = std::min(p.n_rot - 1.0, std::ceil(corr(p.beta_slow)));
+  double mscale = p.attn_factor;
+  if (p.ext_factor != 0) mscale *= 1 + 0.1 * std::log(1.0 / p.freq_scale);
+  if (p.rotation_only) mscale = 1;
+  float f = 1.0f;
+  for (int i = 0; i < half; ++i) {
+    double freq = double{f} / (p.freq_factors != nullptr ? p.freq_factors[i] : 1.0);
+    if (p.ext_factor != 0) {
+      const double r = 1 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+      freq *= r + (1 - r) * p.freq_scale;
+    } else {
+      freq *= p.freq_scale;
+    }
+    const double angle = static_cast<double>(pos) * freq;
+    const double c = std::cos(angle) * mscale, s = std::sin(angle) * mscale;
+    for (int h = 0; h < n_heads; ++h) {
+      const size_t a = static_cast<size_t>(h * head_dim + (p.mode == RopeMode::kNeox ? i : 2 * i));
+      const size_t b = a + (p.mode == RopeMode::kNeox ? static_cast<size_t>(half) : 1);
+      out[a] = static_cast<float>(x[a] * c - x[b] * s);
+      out[b] = static_cast<float>(x[a] * s + x[b] * c);
+    }
+    f *= theta_scale;
+  }
+  return out;
+}
+
+// Frequency factors (Llama 3.1 table, LongRoPE), YaRN and the attention
+// factor, alone and together, in both modes and with partial rotation.
+TEST_P(OpsTest, RopeScalingVariantsMatchReference) {
+  // Llama 3.1's table shape: 1 for the fast pairs, 8 for the slow ones, a smooth step between.
+  std::vector<float> llama3(32);
+  for (int i = 0; i < 32; ++i) llama3[static_cast<size_t>(i)] = i < 15 ? 1.0f : i > 17 ? 8.0f : 1.5f + (i - 15) * 1.8f;
+  std::vector<float> longrope(8);
+  for (int i = 0; i < 8; ++i) longrope[static_cast<size_t>(i)] = 1.0f + 3.1f * i;
+  struct Case {
+    const char* what;
+    RopeMode mode;
+    int n_rot, head_dim;
+    float base, freq_scale, ext_factor, attn_factor;
+    int n_ctx_orig;
+    const float* ff;
+    bool rotation_only;
+  };
+  const Case cases[] = {
+      {"rope_freqs", RopeMode::kNormal, 64, 64, 5e5f, 1.0f, 0.0f, 1.0f, 0, llama3.data(), false},
+      {"yarn", RopeMode::kNeox, 64, 64, 1e6f, 0.25f, 1.0f, 1.0f, 512, nullptr, false},
+      {"yarn attn_factor", RopeMode::kNeox, 64, 64, 1e6f, 0.25f, 1.0f, 0.8f, 512, nullptr, false},
+      {"yarn normal", RopeMode::kNormal, 32, 48, 1e4f, 0.125f, 1.0f, 1.0f, 2048, nullptr, false},
+      {"longrope partial", RopeMode::kNeox, 16, 32, 1e4f, 1.0f, 0.0f, 1.1055f, 512, longrope.data(), false},
+      {"yarn + factors", RopeMode::kNeox, 64, 64, 1e6f, 0.25f, 1.0f, 1.0f, 512, llama3.data(), false},
+      {"rotation only", RopeMode::kNeox, 64, 64, 1e6f, 0.25f, 1.0f, 0.8f, 512, llama3.data(), true},
+  };
+  const int n_heads = 3;
+  for (const Case& c : cases) {
+    RopeParams p;
+    p.mode = c.mode;
+    p.n_rot = c.n_rot;
+    p.freq_base = c.base;
+    p.freq_scale = c.freq_scale;
+    p.ext_factor = c.ext_factor;
+    p.attn_factor = c.attn_factor;
+    p.n_ctx_orig = c.n_ctx_orig;
+    p.freq_factors = c.ff;
+    p.rotation_only = c.rotation_only;
+    for (int64_t pos : {0, 1, 17, 600, 4000, -250}) {
+      const std::vector<float> x =
+          RandomVec(n_heads * c.head_dim, static_cast<uint32_t>(pos + 7 * c.n_rot + 1000));
+      std::vector<float> got = x;
+      Rope(got.data(), n_heads, c.head_dim, p, pos);
+      const std::vector<float> want = ScaledRopeRef(x, n_heads, c.head_dim, p, pos);
+      // The kernel rounds each angle to f32 (ulp ~ 6e-8 |angle|), the reference does not.
+      const double tol = 2e-6 + 5e-7 * static_cast<double>(std::llabs(pos));
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], tol) << c.what << " pos " << pos << " i " << i;
+        if (static_cast<int>(i) % c.head_dim >= c.n_rot) {
+          ASSERT_EQ(got[i], x[i]) << c.what;
+        }
+      }
+    }
+  }
+}
+
+// A context shift re-rotates scaled keys by the position delta without
+// scaling them again: rotate(a) then rotate_only(b) = rotate(a + b).
+TEST_P(OpsTest, RotationOnlyShiftComposesWithScaledRope) {
+  std::vector<float> ff(32);
+  for (int i = 0; i < 32; ++i) ff[static_cast<size_t>(i)] = 1.0f + 0.25f * i;
+  RopeParams p;
+  p.mode = RopeMode::kNeox;
+  p.n_rot = 64;
+  p.freq_base = 1e6f;
+  p.freq_scale = 0.25f;
+  p.ext_factor = 1.0f;
+  p.attn_factor = 0.9f;
+  p.n_ctx_orig = 512;
+  p.freq_factors = ff.data();
+  RopeParams shift = p;
+  shift.rotation_only = true;
+  const std::vector<float> x = RandomVec(2 * 64, 11);
+  for (const auto& [a, b] : {std::pair<int64_t, int64_t>{300, -140}, {50, -50}, {7, 3}}) {
+    std::vector<float> twice = x, once = x;
+    Rope(twice.data(), 2, 64, p, a);
+    Rope(twice.data(), 2, 64, shift, b);
+    Rope(once.data(), 2, 64, p, a + b);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(twice[i], once[i], 1e-4) << a << " " << b;
+  }
 }
 
 // ------------------------------------------------------- element-wise ops

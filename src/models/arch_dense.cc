@@ -11,32 +11,49 @@
 //
 // llama: RoPE pairs (2i, 2i+1); qwen2: q/k/v biases, NeoX pairs (i, i + n_rot/2);
 // qwen3: per-head q/k RMS norms before RoPE, NeoX.
+//
+// RoPE scaling (all three): linear, YaRN (model_config.cc) and, for llama,
+// Llama 3.1 / 3.2 frequency factors: theta_i = pos * base^(-2i/n_rot) /
+// rope_freqs[i] (tensor rope_freqs.weight [n_rot / 2], every layer). llama's
+// head dim may exceed n_embd / n_head (attention.key_length); its
+// rope.dimension_count must equal the head dim, as llama.cpp requires.
 #include "models/architecture.h"
 
 namespace mx::models {
 namespace {
 
 Status Configure(const gguf::GgufFile&, ModelConfig& c) {
+  ConfigureDenseLayers(c, c.arch == Arch::kLlama ? kernels::RopeMode::kNormal
+                                                 : kernels::RopeMode::kNeox);
+  c.qkv_bias = c.arch == Arch::kQwen2;
+  c.qk_norm = c.arch == Arch::kQwen3;
+  if (c.arch == Arch::kLlama && c.rope.n_rot != c.head_dim_k) {
+    return Status::InvalidArgument(
+        "llama.rope.dimension_count = " + std::to_string(c.rope.n_rot) +
+        ": invalid n_rot, llama rotates whole heads (expected the head dim " +
+        std::to_string(c.head_dim_k) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void ConfigureDenseLayers(ModelConfig& c, kernels::RopeMode mode) {
   for (LayerConfig& l : c.layers) {
     l.mixer = Mixer::kAttention;
     l.ffn = Ffn::kSwiGlu;
   }
   c.use_rope = true;
-  c.rope.mode = c.arch == Arch::kLlama ? kernels::RopeMode::kNormal : kernels::RopeMode::kNeox;
-  c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3;
-  return Status::Ok();
+  c.rope.mode = mode;
 }
 
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
   MX_RETURN_IF_ERROR(BindAttention(b, c, i, w));
   return BindFfn(b, c, i, "ffn_norm.weight", w);
 }
 
-}  // namespace
-
-const Architecture kLlamaArchitecture = {Arch::kLlama, "llama", Configure, BindLayer};
-const Architecture kQwen2Architecture = {Arch::kQwen2, "qwen2", Configure, BindLayer};
-const Architecture kQwen3Architecture = {Arch::kQwen3, "qwen3", Configure, BindLayer};
+const Architecture kLlamaArchitecture = {Arch::kLlama, "llama", Configure, BindDenseLayer};
+const Architecture kQwen2Architecture = {Arch::kQwen2, "qwen2", Configure, BindDenseLayer};
+const Architecture kQwen3Architecture = {Arch::kQwen3, "qwen3", Configure, BindDenseLayer};
 
 }  // namespace mx::models

@@ -5,7 +5,8 @@ namespace {
 
 const Architecture* const kArchitectures[] = {&kLlamaArchitecture, &kQwen2Architecture,
                                               &kQwen3Architecture, &kNemotronHArchitecture,
-                                              &kQwen35Architecture};
+                                              &kQwen35Architecture, &kSmolLm3Architecture,
+                                              &kGraniteArchitecture, &kPhi3Architecture};
 
 }  // namespace
 

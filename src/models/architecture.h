@@ -5,6 +5,8 @@
 // header comment. The runner runs every family with the same loop
 //   x = E[tok];  per layer: x += Mixer(rms(x, attn_norm)); x += Ffn(rms(x, ffn_norm))
 //   logits = output(rms(x, output_norm))
+// (times ModelConfig's embedding and residual scales, over its logit scale:
+// all 1 but for granite)
 // over shared blocks (runner_*.cc), so adding a family is a new arch file plus
 // the blocks it needs that do not exist yet.
 #pragma once
@@ -37,11 +39,20 @@ const Architecture* FindArchitecture(std::string_view name);
 // "llama, qwen2, ..." for error messages.
 std::string SupportedArchitectureNames();
 
+// The dense block shared by the llama-like families (arch_dense.cc): every
+// layer attention + SwiGLU FFN with RoPE in `mode`; separate q/k/v and
+// ffn_gate/up/down tensors behind attn_norm / ffn_norm.
+void ConfigureDenseLayers(ModelConfig& c, kernels::RopeMode mode);
+Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+
 // The families (arch_*.cc).
 extern const Architecture kLlamaArchitecture;
 extern const Architecture kQwen2Architecture;
 extern const Architecture kQwen3Architecture;
 extern const Architecture kNemotronHArchitecture;
 extern const Architecture kQwen35Architecture;
+extern const Architecture kSmolLm3Architecture;
+extern const Architecture kGraniteArchitecture;
+extern const Architecture kPhi3Architecture;
 
 }  // namespace mx::models

@@ -21,6 +21,7 @@ Result<std::unique_ptr<Model>> Model::Load(Env* env, const std::string& path,
   auto bind = [&]() -> Status {
     MX_ASSIGN_OR_RETURN(m->token_embd_, b.Mat("token_embd.weight", c.n_embd, c.n_vocab));
     MX_ASSIGN_OR_RETURN(m->output_norm_, b.Vec("output_norm.weight", {c.n_embd}));
+    MX_RETURN_IF_ERROR(BindRopeFactors(b, m->config_));
     if (m->file_->FindTensor("output.weight") != nullptr) {
       MX_ASSIGN_OR_RETURN(m->output_, b.Mat("output.weight", c.n_embd, c.n_vocab));
     } else {

@@ -68,6 +68,9 @@ const char* ArchName(Arch arch) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kNemotronH: return "nemotron_h";
     case Arch::kQwen35: return "qwen35";
+    case Arch::kSmolLm3: return "smollm3";
+    case Arch::kGranite: return "granite";
+    case Arch::kPhi3: return "phi3";
   }
   return "?";
 }
@@ -81,6 +84,11 @@ const char* MixerName(Mixer mixer) {
     case Mixer::kDeltaNet: return "Gated DeltaNet";
   }
   return "?";
+}
+
+const std::vector<float>& ModelConfig::RopeFactorsFor(int64_t n_ctx) const {
+  if (!rope_freqs.empty()) return rope_freqs;
+  return n_ctx > rope.n_ctx_orig ? rope_factors_long : rope_factors_short;
 }
 
 int64_t ModelConfig::n_attention_layers() const {
@@ -151,7 +159,13 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     }
   }
 
-  // RoPE: base and linear scaling (the family sets mode and dims).
+  // RoPE: base and scaling (the family sets mode and dims). Linear scaling
+  // divides every frequency by the factor; YaRN (static, as llama.cpp runs
+  // it) blends each pair between its own and the divided frequency by a ramp
+  // over the correction dims of beta_fast = 32 and beta_slow = 1 and scales
+  // cos and sin by 1 + 0.1 ln(factor); rope.scaling.attn_factor multiplies
+  // cos and sin under every type. The yarn_* keys are not read (llama.cpp
+  // reads them for none of these families). LongRoPE's tables are tensors.
   MX_ASSIGN_OR_RETURN(double base, Float(f, arch, "rope.freq_base", 10000.0));
   c.rope.freq_base = static_cast<float>(base);
   std::string scaling = "linear";
@@ -159,15 +173,28 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     MX_ASSIGN_OR_RETURN(scaling, f.GetString(arch + ".rope.scaling.type"));
   }
   MX_ASSIGN_OR_RETURN(double factor, Float(f, arch, "rope.scaling.factor", 0.0));
-  if (scaling != "none" && scaling != "linear") {
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn" && scaling != "longrope") {
     if (factor != 0.0 && factor != 1.0) {
       return Status::NotSupported(arch + ".rope.scaling.type '" + scaling + "' is not supported");
     }
   }
-  c.rope.freq_scale = (factor == 0.0 || scaling == "none") ? 1.0f : static_cast<float>(1.0 / factor);
-  if (f.FindTensor("rope_freqs.weight") != nullptr) {
-    return Status::NotSupported("rope_freqs.weight (Llama 3.1 frequency factors) is not supported yet");
+  if (!(factor >= 0.0 && factor < 1e6)) {
+    return Status::InvalidArgument(arch + ".rope.scaling.factor = " + std::to_string(factor) +
+                                   ", expected a positive number");
   }
+  c.rope.freq_scale = (factor == 0.0 || scaling == "none") ? 1.0f : static_cast<float>(1.0 / factor);
+  MX_ASSIGN_OR_RETURN(int64_t n_ctx_orig,
+                      Int(f, arch, "rope.scaling.original_context_length", c.n_ctx_train));
+  MX_RETURN_IF_ERROR(Positive(arch + ".rope.scaling.original_context_length", n_ctx_orig,
+                              int64_t{1} << 24));
+  c.rope.n_ctx_orig = static_cast<int>(n_ctx_orig);
+  MX_ASSIGN_OR_RETURN(double attn_factor, Float(f, arch, "rope.scaling.attn_factor", 1.0));
+  if (!(attn_factor > 0.0 && attn_factor < 1e3)) {
+    return Status::InvalidArgument(arch + ".rope.scaling.attn_factor = " +
+                                   std::to_string(attn_factor) + ", expected a positive number");
+  }
+  c.rope.attn_factor = static_cast<float>(attn_factor);
+  if (scaling == "yarn" && c.rope.freq_scale != 1.0f) c.rope.ext_factor = 1.0f;
   MX_ASSIGN_OR_RETURN(int64_t n_rot, Int(f, arch, "rope.dimension_count", c.head_dim_k));
   c.rope.n_rot = static_cast<int>(n_rot);
 

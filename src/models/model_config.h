@@ -13,7 +13,7 @@
 
 namespace mx::models {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35 };
+enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35, kSmolLm3, kGranite, kPhi3 };
 const char* ArchName(Arch arch);
 
 // What a layer does to the residual stream x, in two steps:
@@ -40,6 +40,7 @@ struct LayerConfig {
   int n_head = 0;
   int n_kv_head = 0;
   int n_ff = 0;
+  bool rope = true;  // false: an attention layer without RoPE (smollm3's NoPE layers)
   bool has_attention() const {
     return mixer == Mixer::kAttention || mixer == Mixer::kGatedAttention;
   }
@@ -58,7 +59,20 @@ struct ModelConfig {
   int64_t head_dim_v = 0;  // value_length
   float rms_eps = 1e-5f;
   bool use_rope = true;
-  kernels::RopeParams rope;  // n_rot, base, scale, mode
+  // n_rot, base, linear scale, mode; YaRN (ext_factor 1, n_ctx_orig,
+  // attn_factor); freq_factors stays null here: the tables are below.
+  kernels::RopeParams rope;
+  // RoPE frequency divisors per pair ([n_rot / 2] each, empty when the file
+  // has none), read from the weights at load (BindRopeFactors):
+  // rope_freqs.weight (Llama 3.1 / 3.2) for every context size; LongRoPE
+  // (phi3) rope_factors_long when the context holds more than
+  // rope.n_ctx_orig tokens, else rope_factors_short.
+  std::vector<float> rope_freqs;
+  std::vector<float> rope_factors_long;
+  std::vector<float> rope_factors_short;
+  // The table a context of n_ctx tokens rotates with (empty: none), chosen
+  // once per context as llama.cpp does.
+  const std::vector<float>& RopeFactorsFor(int64_t n_ctx) const;
   // Multi-section RoPE (qwen35 IMRoPE): dims per position component
   // [t, h, w, extra]. For text every component is the token position, which
   // makes it the plain NeoX rotation of the first n_rot dims. Empty otherwise.
@@ -66,6 +80,11 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // output head = token_embd (decided from the tensors)
+  // Scales (granite); the defaults leave the block as it is.
+  float embedding_scale = 1.0f;  // x = E[tok] * embedding_scale
+  float residual_scale = 1.0f;   // x += residual_scale * (mixer or FFN output)
+  float attention_scale = 0.0f;  // softmax(q.k * attention_scale); 0: 1 / sqrt(head_dim)
+  float logit_scale = 1.0f;      // logits = Wout h / logit_scale
   std::vector<LayerConfig> layers;  // [n_layer]
 
   // Recurrent mixers; zero for dense models. Both kinds convolve C =

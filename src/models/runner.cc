@@ -116,6 +116,9 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
     } else {
       kernels::DequantizeRow(emb.type, emb.data + static_cast<size_t>(batch[i].token) * emb.row_bytes,
                              row, e);
+      if (c.embedding_scale != 1.0f) {
+        for (int64_t j = 0; j < e; ++j) row[j] *= c.embedding_scale;
+      }
     }
   }
 
@@ -168,12 +171,12 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
         case Mixer::kDeltaNet: DeltaNetMixer(l, rec_index++, n); break;
         case Mixer::kNone: break;
       }
-      kernels::Add(out_.data(), n * e, x_.data());
+      AddResidual(n);
     }
     if (lc.ffn != Ffn::kNone) {
       Norm(w.ffn_norm, n);
       FfnBlock(l, n);
-      kernels::Add(out_.data(), n * e, x_.data());
+      AddResidual(n);
     }
   }
 
@@ -181,6 +184,15 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
   for (const Planned& p : plan_) p.seq->CommitTokens(p.pos + 1);
   Output(batch, logits);
   return Status::Ok();
+}
+
+void Runner::AddResidual(int64_t n) {
+  const ModelConfig& c = model_.config();
+  const int64_t size = n * c.n_embd;
+  if (c.residual_scale != 1.0f) {
+    for (int64_t j = 0; j < size; ++j) out_[static_cast<size_t>(j)] *= c.residual_scale;
+  }
+  kernels::Add(out_.data(), size, x_.data());
 }
 
 void Runner::Norm(const std::vector<float>& w, int64_t n) {
@@ -221,6 +233,9 @@ void Runner::Output(std::span<const BatchEntry> batch, std::vector<float>* logit
   logits->resize(static_cast<size_t>(n_out * c.n_vocab));
   if (n_out > 0) {
     kernels::MatMul(model_.output(), h_.data(), e, n_out, logits->data(), c.n_vocab, &pool_);
+    if (c.logit_scale != 1.0f) {
+      for (float& v : *logits) v /= c.logit_scale;
+    }
   }
 }
 

@@ -105,6 +105,8 @@ class Runner {
   Status Prepare(std::span<const BatchEntry> batch);
   // h_ = rms(x_, w) for the n entries.
   void Norm(const std::vector<float>& w, int64_t n);
+  // x_ += residual_scale * out_ for the n entries.
+  void AddResidual(int64_t n);
   // The blocks (architecture.h): each reads the normed input h_ of the n
   // entries and writes its output to out_ (the caller adds it to x_).
   // attn_index / rec_index count the layers of that kind before this one.

@@ -48,6 +48,10 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     kernels::MatMuls(qkv, &pool_);
   }
 
+  // The context's RoPE (frequency tables, YaRN, LongRoPE's set), the one a
+  // context shift re-rotates with; none on NoPE layers.
+  const bool rope_on = layout_->rope_on(attn_index);
+  const kernels::RopeParams rope = layout_->rope_params();
   for (int64_t i = 0; i < n; ++i) {
     float* q = &q_[i * q_dim];
     float* k = &k_[i * kv_dim];
@@ -65,14 +69,14 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     }
     const Planned& plan = plan_[static_cast<size_t>(i)];
     const int64_t pos = plan.pos;
-    if (c.use_rope && !c.rope_sections.empty()) {
-      kernels::RopeMulti(q, lc.n_head, static_cast<int>(hd), c.rope, c.rope_sections.data(),
+    if (rope_on && !c.rope_sections.empty()) {
+      kernels::RopeMulti(q, lc.n_head, static_cast<int>(hd), rope, c.rope_sections.data(),
                          plan.rope);
-      kernels::RopeMulti(k, lc.n_kv_head, static_cast<int>(hd), c.rope, c.rope_sections.data(),
+      kernels::RopeMulti(k, lc.n_kv_head, static_cast<int>(hd), rope, c.rope_sections.data(),
                          plan.rope);
-    } else if (c.use_rope) {
-      kernels::Rope(q, lc.n_head, static_cast<int>(hd), c.rope, plan.rope.t);
-      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), c.rope, plan.rope.t);
+    } else if (rope_on) {
+      kernels::Rope(q, lc.n_head, static_cast<int>(hd), rope, plan.rope.t);
+      kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), rope, plan.rope.t);
     }
     SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
     kernels::StoreKvRow(layout_->k_type, k, kv_dim, seq->k_row(attn_index, pos));
@@ -85,7 +89,8 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
   // kv head), one task per (query tile, head). Each query reads only its own sequence's
   // rows [0, pos] and gets the same bits either way (kernels.h AttentionRows).
   att_.resize(static_cast<size_t>(n * q_dim));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale =
+      c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t k_head = kernels::KvHeadBytes(layout_->k_type, hd);
   const size_t v_head = kernels::KvHeadBytes(layout_->v_type, hd);
   const int group = lc.n_head / lc.n_kv_head;

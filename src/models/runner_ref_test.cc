@@ -20,6 +20,7 @@ using mx::testing::LoadAllLogits;
 using mx::testing::LoadRefModel;
 using mx::testing::RefModel;
 using mx::testing::RefPrompt;
+using mx::testing::RefTurn;
 
 // Which kernels a case is for: BF16 weights read f32 activations on every
 // path but amx, which rounds them to bf16 as llama.cpp does (kernels.h).
@@ -70,6 +71,8 @@ class RefTest : public ::testing::TestWithParam<RefCase> {
     EXPECT_TRUE(st.ok()) << st.ToString();
     return logits;
   }
+
+  void CheckGreedyContinuations();
 
   RefModel ref_;
   std::unique_ptr<Model> model_;
@@ -144,7 +147,7 @@ TEST_P(NativeRefTest, ChatPromptFullLogits) {
 
 // Greedy continuation, 32 steps, compared while llama.cpp's top-1 margin is
 // larger than our error (ref/README.md "Suggested pass criteria").
-TEST_P(NativeRefTest, GreedyContinuationMatches) {
+void RefTest::CheckGreedyContinuations() {
   const RefCase& rc = GetParam();
   const int64_t n_vocab = runner_->n_vocab();
   int compared = 0;
@@ -166,6 +169,52 @@ TEST_P(NativeRefTest, GreedyContinuationMatches) {
   EXPECT_GT(compared, rc.max_tol < 5e-3f ? 100 : 50);
 }
 
+TEST_P(NativeRefTest, GreedyContinuationMatches) { CheckGreedyContinuations(); }
+
+// The dense-family sets (ref/README-dense.md) have no full-logits file but a
+// 3-turn conversation.
+class DenseRefTest : public RefTest {};
+
+TEST_P(DenseRefTest, GreedyContinuationMatches) { CheckGreedyContinuations(); }
+
+// The conversation as a prompt cache runs it: turn k continues the state
+// turn k-1 left (its prompt + 16 greedy tokens), cut back to the n_kept
+// tokens they share, reading only the rest; its last logits and greedy
+// tokens are llama.cpp's for the fresh turn.
+TEST_P(DenseRefTest, ConversationTurnsContinueThePreviousState) {
+  const RefCase& rc = GetParam();
+  const int64_t n_vocab = runner_->n_vocab();
+  ASSERT_EQ(ref_.conversation.size(), 3u);
+  auto seq = runner_->NewSequence();
+  for (size_t k = 0; k < ref_.conversation.size(); ++k) {
+    SCOPED_TRACE("turn " + std::to_string(k + 1));
+    const RefTurn& t = ref_.conversation[k];
+    if (k > 0) {
+      ASSERT_GT(t.n_kept, 0);
+      ASSERT_TRUE(seq->Truncate(t.n_kept).ok());
+    }
+    const std::vector<int32_t> rest(t.tokens.begin() + seq->n_tokens(), t.tokens.end());
+    std::vector<float> logits = ReadAll(seq.get(), rest);
+    std::vector<float> row(logits.end() - n_vocab, logits.end());
+    float max_diff = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      max_diff = std::max(max_diff, std::fabs(row[static_cast<size_t>(i)] - t.last_logits[static_cast<size_t>(i)]));
+    }
+    EXPECT_LT(max_diff, rc.max_tol) << "last logits after reading " << rest.size() << " tokens";
+    // All 16 greedy tokens go into the state (the next turn cuts back into them).
+    bool comparing = true;
+    for (size_t step = 0; step < t.greedy.tokens.size(); ++step) {
+      comparing = comparing && t.greedy.margin_top1_top2[step] >= 2 * rc.max_tol;
+      if (comparing) {
+        int32_t ours = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        ASSERT_EQ(ours, t.greedy.tokens[step]) << "step " << step;
+      }
+      BatchEntry e{seq.get(), t.greedy.tokens[step], true};
+      ASSERT_TRUE(runner_->Forward({&e, 1}, &row).ok());
+    }
+  }
+}
+
 const auto kNativeCases = ::testing::Values(
     // F32 models with an F32 KV cache: tight (README: a correct F32 engine lands near 1e-5).
     RefCase{"tiny-llama", DType::kF32, false, 1e-3f, 1e-4f},
@@ -180,6 +229,22 @@ const auto kNativeCases = ::testing::Values(
 
 INSTANTIATE_TEST_SUITE_P(Native, RefTest, kNativeCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(Native, NativeRefTest, kNativeCases, CaseName);
+
+// The dense families and RoPE variants (ref/README-dense.md): F32 models,
+// compared with llama.cpp's native run, F32 and F16 KV.
+const auto kDenseCases = ::testing::Values(
+    RefCase{"tiny-llama31", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-qwen3-yarn", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-phi3", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-smollm3", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-granite", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-llama31", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-qwen3-yarn", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-phi3", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-smollm3", DType::kF16, false, 1e-2f, 2e-3f},
+    RefCase{"tiny-granite", DType::kF16, false, 1e-2f, 2e-3f});
+INSTANTIATE_TEST_SUITE_P(Dense, RefTest, kDenseCases, CaseName);
+INSTANTIATE_TEST_SUITE_P(Dense, DenseRefTest, kDenseCases, CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
     Dequantized, RefTest,

@@ -47,7 +47,9 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
   l.v_type = v_type;
   l.n_ctx = n_ctx;
   for (const auto& layer : c.layers) {
-    if (layer.has_attention()) l.kv_dims.push_back(layer.n_kv_head * c.head_dim_k);
+    if (!layer.has_attention()) continue;
+    l.kv_dims.push_back(layer.n_kv_head * c.head_dim_k);
+    l.rope_layers.push_back(layer.rope ? 1 : 0);
   }
   for (const auto& layer : c.layers) {
     if (!layer.is_recurrent()) continue;
@@ -62,8 +64,16 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
   l.n_recurrent = static_cast<int64_t>(l.recurrent.size());
   l.use_rope = c.use_rope;
   l.rope = c.rope;
+  l.rope.freq_factors = nullptr;
+  l.rope_freq_factors = c.RopeFactorsFor(n_ctx);
   l.head_dim = c.head_dim_k;
   return l;
+}
+
+kernels::RopeParams StateLayout::rope_params() const {
+  kernels::RopeParams p = rope;
+  p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
+  return p;
 }
 
 size_t StateLayout::k_row_bytes(size_t attn_layer) const {
@@ -108,6 +118,28 @@ uint64_t StateLayout::Fingerprint() const {
   h = Mix(h, rope.freq_scale);
   h = Mix(h, static_cast<int>(rope.mode));
   h = Mix(h, head_dim);
+  // What came after: mixed in only when not at its default, so that the
+  // layouts without it keep the fingerprint their saved states carry.
+  if (rope.ext_factor != 0.0f) {
+    h = Mix(h, uint32_t{0x5941524e});  // "YARN"
+    h = Mix(h, rope.ext_factor);
+    h = Mix(h, rope.beta_fast);
+    h = Mix(h, rope.beta_slow);
+    h = Mix(h, rope.n_ctx_orig);
+  }
+  if (rope.attn_factor != 1.0f) {
+    h = Mix(h, uint32_t{0x4154544e});  // "ATTN"
+    h = Mix(h, rope.attn_factor);
+  }
+  if (!rope_freq_factors.empty()) {
+    h = Mix(h, uint32_t{0x46524551});  // "FREQ"
+    h = Mix(h, static_cast<uint64_t>(rope_freq_factors.size()));
+    for (float f : rope_freq_factors) h = Mix(h, f);
+  }
+  if (std::find(rope_layers.begin(), rope_layers.end(), 0) != rope_layers.end()) {
+    h = Mix(h, uint32_t{0x4e4f5045});  // "NOPE"
+    for (uint8_t r : rope_layers) h = Mix(h, r);
+  }
   return h;
 }
 
@@ -435,10 +467,13 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
   if (d == 0) return Status::Ok();
   const int64_t n_move = n_tokens_ - p1;
   std::vector<float> row;
+  // The keys carry their scale (attention factor, YaRN) already: rotate only.
+  kernels::RopeParams shift = layout_->rope_params();
+  shift.rotation_only = true;
   for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
     std::memmove(k_row(i, p0), k_row(i, p1), static_cast<size_t>(n_move) * k_row_bytes_[i]);
     std::memmove(v_row(i, p0), v_row(i, p1), static_cast<size_t>(n_move) * v_row_bytes_[i]);
-    if (!layout_->use_rope) continue;
+    if (!layout_->rope_on(i)) continue;
     const int64_t dims = layout_->kv_dims[i];
     const int n_heads = static_cast<int>(dims / layout_->head_dim);
     row.resize(static_cast<size_t>(dims));
@@ -447,7 +482,7 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
       // Quantized keys are dequantized, rotated and quantized again: one
       // more rounding (docs/state_format.md "Context shift").
       kernels::LoadKvRow(layout_->k_type, k, dims, row.data());
-      kernels::Rope(row.data(), n_heads, static_cast<int>(layout_->head_dim), layout_->rope, -d);
+      kernels::Rope(row.data(), n_heads, static_cast<int>(layout_->head_dim), shift, -d);
       kernels::StoreKvRow(layout_->k_type, row.data(), dims, k);
     }
   }

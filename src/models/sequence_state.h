@@ -53,8 +53,23 @@ struct StateLayout {
   int64_t n_recurrent = 0;           // recurrent layers (recurrent.size())
   int64_t recurrent_floats = 0;      // all recurrent layers together
   bool use_rope = false;             // keys carry RoPE (shift re-rotates them)
-  kernels::RopeParams rope;
+  kernels::RopeParams rope;          // freq_factors always null here: see rope_params()
   int64_t head_dim = 0;
+  // The frequency divisors this context rotates with ([n_rot / 2], or empty:
+  // Llama 3.1 rope_freqs, or LongRoPE's table chosen for n_ctx), a copy
+  // owned by the layout so that a state never points into a model's weights.
+  std::vector<float> rope_freq_factors;
+  // Per attention layer: 0 when its keys carry no RoPE (NoPE layers); a
+  // layout without entries (hand-made) rotates every layer.
+  std::vector<uint8_t> rope_layers;
+
+  // The RoPE of this context's keys and queries (rope + rope_freq_factors),
+  // valid while this layout lives.
+  kernels::RopeParams rope_params() const;
+  // True when attention layer attn_layer rotates its queries and keys.
+  bool rope_on(size_t attn_layer) const {
+    return use_rope && (attn_layer >= rope_layers.size() || rope_layers[attn_layer] != 0);
+  }
 
   static StateLayout ForModel(const ModelConfig& config, DType k_type, DType v_type, int64_t n_ctx);
   // K and V of one type.

@@ -102,6 +102,43 @@ TEST(KvTypeLayoutTest, FingerprintNamesBothKvTypes) {
             16834555484953006853ull);
 }
 
+// The RoPE variants a context shift depends on are part of the fingerprint:
+// frequency tables (by value), YaRN and the attention factor; LongRoPE's
+// table is the one the context size chose.
+TEST(KvTypeLayoutTest, FingerprintNamesTheRopeVariants) {
+  auto llama31 = LoadRef("tiny-llama31");
+  ASSERT_NE(llama31, nullptr);
+  const StateLayout l = StateLayout::ForModel(llama31->config(), DType::kF16, 1024);
+  ASSERT_EQ(l.rope_freq_factors.size(), 32u);
+  EXPECT_NEAR(l.rope_freq_factors[15], 1.55341f, 1e-5f);  // ref/README-dense.md
+  StateLayout no_factors = l;
+  no_factors.rope_freq_factors.clear();
+  EXPECT_NE(no_factors.Fingerprint(), l.Fingerprint());
+  StateLayout other_factors = l;
+  other_factors.rope_freq_factors[20] = 7.0f;
+  EXPECT_NE(other_factors.Fingerprint(), l.Fingerprint());
+
+  auto yarn = LoadRef("tiny-qwen3-yarn");
+  ASSERT_NE(yarn, nullptr);
+  const StateLayout y = StateLayout::ForModel(yarn->config(), DType::kF16, 1024);
+  EXPECT_EQ(y.rope.ext_factor, 1.0f);
+  EXPECT_EQ(y.rope.n_ctx_orig, 512);
+  StateLayout no_yarn = y;
+  no_yarn.rope.ext_factor = 0.0f;
+  EXPECT_NE(no_yarn.Fingerprint(), y.Fingerprint());
+
+  auto phi3 = LoadRef("tiny-phi3");
+  ASSERT_NE(phi3, nullptr);
+  const StateLayout long_ctx = StateLayout::ForModel(phi3->config(), DType::kF16, 2048);
+  const StateLayout short_ctx = StateLayout::ForModel(phi3->config(), DType::kF16, 512);
+  EXPECT_EQ(long_ctx.rope_freq_factors, phi3->config().rope_factors_long);
+  EXPECT_EQ(short_ctx.rope_freq_factors, phi3->config().rope_factors_short);
+  EXPECT_NE(long_ctx.Fingerprint(), short_ctx.Fingerprint());
+  StateLayout no_attn_factor = long_ctx;
+  no_attn_factor.rope.attn_factor = 1.0f;
+  EXPECT_NE(no_attn_factor.Fingerprint(), long_ctx.Fingerprint());
+}
+
 TEST(KvTypeLayoutTest, QuantizedTypesNeedHeadsOfWholeBlocks) {
   SyntheticSpec spec;
   spec.head_dim = 40;  // 4 heads of 40: no whole 32-value blocks

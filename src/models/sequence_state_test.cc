@@ -369,7 +369,9 @@ INSTANTIATE_TEST_SUITE_P(Models, StateTest,
                                            StateCase{"tiny-qwen2-bf16"}, StateCase{"tiny-qwen3"},
                                            StateCase{"tiny-llama256-q4_k_m"},
                                            StateCase{"tiny-hybrid-nemotron_h"},
-                                           StateCase{"tiny-qwen35"}),
+                                           StateCase{"tiny-qwen35"}, StateCase{"tiny-llama31"},
+                                           StateCase{"tiny-qwen3-yarn"}, StateCase{"tiny-phi3"},
+                                           StateCase{"tiny-smollm3"}, StateCase{"tiny-granite"}),
                          StateCaseName);
 
 // Every state operation under the quantized KV types (and K and V of
@@ -458,8 +460,13 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
   EXPECT_EQ((*copy)->n_tokens(), n - 50);
 }
 
+// Layer 0's keys depend on their own token only, so after a shift they must
+// be what a fresh read of the kept tokens computes: the re-rotation uses the
+// same frequencies (Llama 3.1 factors, YaRN, LongRoPE's table) and does not
+// scale the keys again (YaRN's and phi3's attention factor).
 TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
-  for (const std::string name : {"tiny-llama", "tiny-qwen3"}) {
+  for (const std::string name :
+       {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn", "tiny-phi3", "tiny-smollm3"}) {
     SCOPED_TRACE(name);
     auto model = Model::Load(Env::Default(), RefModelPath(name), {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok());
@@ -494,6 +501,43 @@ TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
     EXPECT_LT(max_diff, 1e-4f);
     EXPECT_GT(max_diff, 0.0f);  // rotated, not copied from the fresh read
   }
+}
+
+// smollm3's NoPE layers (3 of 0-3) keep their keys unrotated: a shift moves
+// their rows as they are, while the RoPE layers' rows are re-rotated.
+TEST(RemoveSpanTest, NoPeLayersKeysMoveWithoutARotation) {
+  auto model = Model::Load(Env::Default(), RefModelPath("tiny-smollm3"),
+                           {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto runner = Runner::Create(**model, {.n_threads = 1, .kv_type = DType::kF32, .n_ctx = 512});
+  ASSERT_TRUE(runner.ok());
+  Runner& r = **runner;
+  const StateLayout& layout = *r.layout();
+  ASSERT_EQ(layout.kv_dims.size(), 4u);
+  EXPECT_TRUE(layout.rope_on(0) && layout.rope_on(1) && layout.rope_on(2));
+  EXPECT_FALSE(layout.rope_on(3));
+  auto tokens = RandomTokens(120, 21);
+  auto seq = r.NewSequence();
+  std::vector<BatchEntry> batch;
+  for (int32_t t : tokens) batch.push_back({seq.get(), t, false});
+  std::vector<float> logits;
+  ASSERT_TRUE(r.Forward(batch, &logits).ok());
+  const int64_t p0 = 20, p1 = 70, n_move = 120 - p1;
+  std::vector<std::vector<uint8_t>> before(4);
+  for (size_t l = 0; l < 4; ++l) {
+    const size_t rb = layout.k_row_bytes(l);
+    before[l].assign(seq->k_row(l, p1), seq->k_row(l, p1) + static_cast<size_t>(n_move) * rb);
+  }
+  ASSERT_TRUE(seq->RemoveSpan(p0, p1).ok());
+  for (size_t l = 0; l < 4; ++l) {
+    const size_t rb = layout.k_row_bytes(l);
+    const bool same = std::memcmp(seq->k_row(l, p0), before[l].data(), static_cast<size_t>(n_move) * rb) == 0;
+    EXPECT_EQ(same, l == 3) << "layer " << l;
+  }
+  // The NoPE layer shows up in the fingerprint (a layout rotating every layer differs).
+  StateLayout all_rope = layout;
+  all_rope.rope_layers.assign(4, 1);
+  EXPECT_NE(all_rope.Fingerprint(), layout.Fingerprint());
 }
 
 // Hybrid models: snapshots of the recurrent state taken while reading let a

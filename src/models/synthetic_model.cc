@@ -61,8 +61,8 @@ uint32_t FileType(const SyntheticSpec& s) {
 
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny",       "tiny-hybrid",  "tiny-qwen35", "smollm2-135m",
-          "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m"};
+  return {"tiny",       "tiny-hybrid",  "tiny-qwen35", "smollm2-135m", "qwen3-0.6b",
+          "qwen3.5-0.8b", "llama-135m", "llama3.2-1b", "phi4-mini"};
 }
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
@@ -107,6 +107,21 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.arch = "llama";
     s.n_layer = 12, s.n_embd = 768, s.n_head = 12, s.n_kv_head = 12, s.n_ff = 2048;
     s.n_vocab = 32000, s.n_ctx = 2048;
+    return s;
+  }
+  if (preset == "llama3.2-1b") {  // Llama-3.2-1B: rope_scaling llama3, factor 32 from 8192
+    s.arch = "llama";
+    s.n_layer = 16, s.n_embd = 2048, s.n_head = 32, s.n_kv_head = 8, s.head_dim = 64;
+    s.n_ff = 8192, s.n_vocab = 128256, s.n_ctx = 131072, s.tied_embeddings = true;
+    s.rope_theta = 500000, s.llama3_rope_factor = 32, s.llama3_low_freq_factor = 1;
+    s.llama3_high_freq_factor = 4, s.rope_orig_ctx = 8192;
+    return s;
+  }
+  if (preset == "phi4-mini") {  // Phi-4-mini-instruct: 3/4 of each head rotated, LongRoPE from 4096
+    s.arch = "phi3";
+    s.n_layer = 32, s.n_embd = 3072, s.n_head = 24, s.n_kv_head = 8, s.n_ff = 8192;
+    s.n_vocab = 200064, s.n_ctx = 131072, s.tied_embeddings = true, s.rope_theta = 10000;
+    s.rope_dims = 96, s.rope_orig_ctx = 4096, s.sliding_window = 0;
     return s;
   }
   std::string names;
@@ -213,9 +228,30 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     return Status::Ok();
   };
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h" &&
-      s.arch != "qwen35") {
-    return Status::InvalidArgument(
-        "arch '" + s.arch + "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h, qwen35)");
+      s.arch != "qwen35" && s.arch != "smollm3" && s.arch != "granite" && s.arch != "phi3") {
+    return Status::InvalidArgument("arch '" + s.arch +
+                                   "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h, "
+                                   "qwen35, smollm3, granite, phi3)");
+  }
+  if (s.llama3_rope_factor != 0) {
+    if (s.arch != "llama") {
+      return Status::InvalidArgument("Llama 3 frequency factors are only written for llama, not " +
+                                     s.arch);
+    }
+    if (!(s.llama3_rope_factor >= 1 && s.llama3_low_freq_factor > 0 &&
+          s.llama3_high_freq_factor > s.llama3_low_freq_factor)) {
+      return Status::InvalidArgument(
+          "Llama 3 frequency factors: expected factor >= 1 and 0 < low < high freq factor");
+    }
+  }
+  if ((s.arch == "phi3" || s.llama3_rope_factor != 0) && (s.rope_orig_ctx <= 0 || s.rope_orig_ctx > (1 << 24))) {
+    return Status::InvalidArgument("rope original context " + std::to_string(s.rope_orig_ctx) +
+                                   ", expected 1.." + std::to_string(1 << 24));
+  }
+  if (s.arch == "phi3" && s.head_dim != 0 && s.head_dim * s.n_head != s.n_embd) {
+    return Status::InvalidArgument("phi3 heads are dim / heads wide (" + std::to_string(s.n_embd) +
+                                   " / " + std::to_string(s.n_head) + "); head-dim " +
+                                   std::to_string(s.head_dim) + " cannot be written");
   }
   if (s.arch == "nemotron_h") {
     if (s.layer_pattern.empty() || s.layer_pattern.find_first_not_of("M*-") != std::string::npos) {
@@ -230,9 +266,12 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                      std::to_string(s.ssm_groups) + " groups");
     }
   }
-  if (s.arch != "qwen35" && (s.rope_dims != 0 || s.rope_sections != std::array<int32_t, 4>{})) {
-    return Status::InvalidArgument("rope-dims / rope-sections are only written for qwen35 (" +
-                                   s.arch + " rotates whole heads)");
+  if (s.arch != "qwen35" && s.arch != "phi3" && s.rope_dims != 0) {
+    return Status::InvalidArgument("rope-dims is only written for qwen35 and phi3 (" + s.arch +
+                                   " rotates whole heads)");
+  }
+  if (s.arch != "qwen35" && s.rope_sections != std::array<int32_t, 4>{}) {
+    return Status::InvalidArgument("rope-dims / rope-sections (IMRoPE) are only written for qwen35");
   }
   MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
   MX_RETURN_IF_ERROR(positive("dim", s.n_embd, 65536));
@@ -255,6 +294,11 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                    ") must be a multiple of heads, or set head-dim");
   }
   if (hd % 2 != 0) return Status::InvalidArgument("head dim " + std::to_string(hd) + " must be even");
+  if (s.arch == "phi3" && (s.rope_dims < 0 || s.rope_dims > hd || s.rope_dims % 2 != 0)) {
+    return Status::InvalidArgument("phi3 rope-dims " + std::to_string(s.rope_dims) +
+                                   ", expected an even number in 2..head dim (" +
+                                   std::to_string(hd) + ")");
+  }
   std::vector<int64_t> row_lengths = {s.n_embd, s.n_head * hd, s.n_ff};
   if (s.arch == "qwen35") {
     MX_RETURN_IF_ERROR(CheckQwen35(s, hd));
@@ -283,6 +327,7 @@ enum class Init {
   kNormWeight,  // 1 + 0.1 N(0, 1)
   kNegUniform,  // -U[lo, hi] (Mamba2 and DeltaNet A)
   kDtBias,      // softplus^-1(dt0), dt0 log-uniform in [lo, hi]
+  kValues,      // the given values (RoPE frequency tables)
 };
 
 // One tensor to write.
@@ -294,6 +339,7 @@ struct TensorPlan {
   double lo = 0, hi = 0;  // kNegUniform, kDtBias
   bool matrix = false;    // stored in the weight type (else F32)
   int64_t layer = -1;     // block index, for the Q4_K_M rules
+  std::vector<float> values;  // kValues
 };
 
 // A weight matrix [in, out] with std 1/sqrt(in), stored in the weight type.
@@ -311,8 +357,66 @@ TensorPlan Normal(std::string name, std::vector<int64_t> shape, float std) {
 TensorPlan Ranged(std::string name, std::vector<int64_t> shape, Init init, double lo, double hi) {
   return {std::move(name), std::move(shape), init, 0, lo, hi};
 }
+// An F32 vector of exactly these values.
+TensorPlan Values(std::string name, std::vector<float> values) {
+  TensorPlan p{std::move(name), {static_cast<int64_t>(values.size())}, Init::kValues};
+  p.values = std::move(values);
+  return p;
+}
 
-// llama, qwen2, qwen3: attention + SwiGLU FFN.
+float RopeTheta(const SyntheticSpec& s) {
+  if (s.rope_theta > 0) return s.rope_theta;
+  return s.arch == "llama" || s.arch == "granite" || s.arch == "phi3" ? 1e4f
+         : s.arch == "qwen35"                                        ? 1e7f
+                                                                     : 1e6f;
+}
+int64_t RopeDims(const SyntheticSpec& s, int64_t hd) { return s.rope_dims > 0 ? s.rope_dims : hd; }
+
+// Llama 3.1 / 3.2 rope_freqs (the header's rule, in f32 as the converter computes it).
+std::vector<float> Llama3RopeFreqs(const SyntheticSpec& s, int64_t n_rot) {
+  const float factor = s.llama3_rope_factor, lo = s.llama3_low_freq_factor,
+              hi = s.llama3_high_freq_factor, ctx = static_cast<float>(s.rope_orig_ctx);
+  std::vector<float> out;
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const float freq = std::pow(RopeTheta(s), -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
+    const float wavelen = 2.0f * 3.14159265358979f / freq;
+    if (wavelen < ctx / hi) {
+      out.push_back(1.0f);
+    } else if (wavelen > ctx / lo) {
+      out.push_back(factor);
+    } else {
+      const float t = (ctx / wavelen - lo) / (hi - lo);
+      out.push_back(1.0f / ((1.0f - t) / factor + t));
+    }
+  }
+  return out;
+}
+
+// phi3's LongRoPE tables: long from 1 (fast pairs) to n_ctx / C (slow pairs)
+// along a square ramp, short from 1 to 1.5.
+std::vector<float> LongRopeFactors(const SyntheticSpec& s, int64_t n_rot, bool long_set) {
+  const int64_t half = n_rot / 2;
+  const float stretch = std::max(1.0f, static_cast<float>(s.n_ctx) / static_cast<float>(s.rope_orig_ctx));
+  std::vector<float> out;
+  for (int64_t i = 0; i < half; ++i) {
+    const float t = half > 1 ? static_cast<float>(i) / static_cast<float>(half - 1) : 0.0f;
+    out.push_back(long_set ? 1.0f + (stretch - 1.0f) * t * t : 1.0f + 0.5f * t);
+  }
+  return out;
+}
+
+// phi3: fused attn_qkv (rows q | k | v) and ffn_up (rows gate | up).
+void PlanPhi3Layer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
+  plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "attn_qkv.weight"), e, q_dim + 2 * kv_dim, i));
+  plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
+  plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, 2 * s.n_ff));
+  plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+}
+
+// llama, qwen2, qwen3, smollm3, granite: attention + SwiGLU FFN.
 void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
   const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
@@ -406,11 +510,18 @@ std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
   TensorPlan embd = Matrix("token_embd.weight", e, s.n_vocab);
   embd.std = s.tied_embeddings ? 0.15f : 1.0f;
   plan.push_back(std::move(embd));
+  if (s.llama3_rope_factor != 0) plan.push_back(Values("rope_freqs.weight", Llama3RopeFreqs(s, hd)));
+  if (s.arch == "phi3") {
+    plan.push_back(Values("rope_factors_long.weight", LongRopeFactors(s, RopeDims(s, hd), true)));
+    plan.push_back(Values("rope_factors_short.weight", LongRopeFactors(s, RopeDims(s, hd), false)));
+  }
   for (int64_t i = 0; i < s.n_layer; ++i) {
     if (s.arch == "nemotron_h") {
       PlanNemotronHLayer(s, i, hd, &plan);
     } else if (s.arch == "qwen35") {
       PlanQwen35Layer(s, i, hd, &plan);
+    } else if (s.arch == "phi3") {
+      PlanPhi3Layer(s, i, hd, &plan);
     } else {
       PlanDenseLayer(s, i, hd, &plan);
     }
@@ -428,8 +539,7 @@ std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
 void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) {
   const std::string& a = s.arch;
   const int64_t e = s.n_embd;
-  float theta = s.rope_theta;
-  if (theta <= 0) theta = a == "llama" ? 1e4f : a == "qwen35" ? 1e7f : 1e6f;
+  const float theta = RopeTheta(s);
   w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
   w->SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
   w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
@@ -478,11 +588,27 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
     w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
     w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
   }
-  w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
-  w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-  w->SetF32(a + ".attention.layer_norm_rms_epsilon", a == "llama" || hybrid ? 1e-5f : 1e-6f);
+  if (a != "phi3") {  // phi3's heads are always n_embd / n_head wide
+    w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  }
+  const bool eps_1e5 = a == "llama" || a == "granite" || a == "phi3" || hybrid;
+  w->SetF32(a + ".attention.layer_norm_rms_epsilon", eps_1e5 ? 1e-5f : 1e-6f);
   w->SetF32(a + ".rope.freq_base", theta);
-  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(RopeDims(s, hd)));
+  if (a == "phi3") {
+    const double stretch = std::max(1.0, double(s.n_ctx) / double(s.rope_orig_ctx));
+    w->SetU32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+    w->SetF32(a + ".rope.scaling.attn_factor",
+              static_cast<float>(std::sqrt(1 + std::log(stretch) / std::log(double(s.rope_orig_ctx)))));
+    w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  }
+  if (a == "granite") {
+    w->SetF32(a + ".embedding_scale", s.granite_embedding_scale);
+    w->SetF32(a + ".residual_scale", s.granite_residual_scale);
+    w->SetF32(a + ".attention.scale", s.granite_attention_scale);
+    w->SetF32(a + ".logit_scale", s.granite_logit_scale);
+  }
 }
 
 void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
@@ -517,6 +643,9 @@ void DrawRow(const TensorPlan& p, Rng* rng, std::vector<float>* row) {
         x = -(lo + (hi - lo) * static_cast<float>(rng->Uniform()));
         break;
       }
+      case Init::kValues:
+        x = p.values[static_cast<size_t>(&x - row->data())];
+        break;
       case Init::kDtBias: {
         const double dt0 =
             std::exp(std::log(p.lo) + (std::log(p.hi) - std::log(p.lo)) * rng->Uniform());

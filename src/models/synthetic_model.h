@@ -29,7 +29,7 @@ namespace mx::models {
 
 struct SyntheticSpec {
   std::string name = "synthetic";
-  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35
+  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, phi3
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;
@@ -70,7 +70,28 @@ struct SyntheticSpec {
   // ssm.inner_size; 0: linear_value_heads * linear_head_dim, the only value
   // llama.cpp accepts (it sizes the conv state from it).
   int64_t linear_inner = 0;
-  int64_t rope_dims = 0;  // rope.dimension_count; 0: the whole head. qwen35 only.
+  int64_t rope_dims = 0;  // rope.dimension_count; 0: the whole head. qwen35 and phi3 only.
+  // llama: Llama 3.1 / 3.2 frequency factors (rope_freqs.weight) as the HF
+  // converter computes them for rope_type "llama3": pair i with wavelength
+  // w = 2 pi / base^(-2i/d) gets 1 when w < C / high, factor when w > C / low,
+  // else 1 / ((1 - t) / factor + t), t = (C / w - low) / (high - low);
+  // C = rope_orig_ctx. factor 0: no table.
+  float llama3_rope_factor = 0;
+  float llama3_low_freq_factor = 1;
+  float llama3_high_freq_factor = 4;
+  // phi3 (LongRoPE, fused attn_qkv and ffn_up): the training context the
+  // factors stretch (rope.scaling.original_context_length; llama3 table's C
+  // too). phi3 writes rope_factors_long ramping from 1 to n_ctx /
+  // rope_orig_ctx and rope_factors_short from 1 to 1.5, attn_factor
+  // sqrt(1 + ln(n_ctx / C) / ln(C)), and sliding_window (ignored by readers).
+  int64_t rope_orig_ctx = 8192;
+  int64_t sliding_window = 0;
+  // granite: the four scales (granite.embedding_scale, residual_scale,
+  // attention.scale, logit_scale), Granite 3.x's values by default.
+  float granite_embedding_scale = 12.0f;
+  float granite_residual_scale = 0.22f;
+  float granite_attention_scale = 0.0078125f;
+  float granite_logit_scale = 8.0f;
   // rope.dimension_sections: pairs of rotated dims per (t, h, w, extra)
   // position component; they sum to rope_dims / 2. All zero: the pairs are
   // dealt round-robin over t, h, w ([11, 11, 10, 0] for 64 dims). qwen35 only.
@@ -79,7 +100,9 @@ struct SyntheticSpec {
 
 // Named shapes: "tiny" (the ref tiny-llama shape), "tiny-hybrid" (the ref
 // tiny-hybrid-nemotron_h shape), "tiny-qwen35" (the ref tiny-qwen35 shape and
-// metadata), "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m".
+// metadata), "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m",
+// "llama3.2-1b" (Llama 3.2 1B with its frequency factors), "phi4-mini"
+// (Phi-4-mini: LongRoPE, partial rotary, fused projections).
 // InvalidArgument listing the names otherwise.
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset);
 std::vector<std::string> SyntheticPresetNames();

@@ -594,3 +594,119 @@ TEST(SyntheticQwen35Test, BadShapesNameTheField) {
 
 }  // namespace
 }  // namespace mx::models
+
+namespace mx::models {
+namespace {
+
+// The dense families make-model writes: each loads as its family and runs
+// batch invariant (small shapes of the presets' kinds).
+TEST(SyntheticDenseFamiliesTest, EachArchLoadsAsItsFamilyAndRuns) {
+  for (const std::string arch : {"smollm3", "granite", "phi3"}) {
+    SCOPED_TRACE(arch);
+    SyntheticSpec spec = SmallSpec();
+    spec.arch = arch;
+    spec.n_layer = 4;
+    if (arch == "phi3") spec.rope_dims = 32, spec.rope_orig_ctx = 64, spec.sliding_window = 48;
+    const std::string path = TempPath(arch + ".gguf");
+    ASSERT_TRUE(WriteSyntheticModel(Env::Default(), spec, path).ok());
+    auto model = Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const ModelConfig& c = (*model)->config();
+    EXPECT_EQ(ArchName(c.arch), arch);
+    if (arch == "smollm3") {
+      EXPECT_FALSE(c.layers[3].rope);
+      EXPECT_TRUE(c.layers[2].rope);
+    }
+    if (arch == "granite") {
+      EXPECT_EQ(c.embedding_scale, 12.0f);
+      EXPECT_EQ(c.logit_scale, 8.0f);
+      EXPECT_EQ(c.attention_scale, 0.0078125f);
+    }
+    if (arch == "phi3") {
+      EXPECT_EQ(c.rope.n_rot, 32);  // partial: heads of 64
+      EXPECT_EQ(c.head_dim_k, 64);
+      ASSERT_EQ(c.rope_factors_long.size(), 16u);
+      EXPECT_EQ(c.rope_factors_long.front(), 1.0f);
+      EXPECT_FLOAT_EQ(c.rope_factors_long.back(), 4.0f);  // n_ctx 256 / 64
+      EXPECT_FLOAT_EQ(c.rope_factors_short.back(), 1.5f);
+      EXPECT_NEAR(c.rope.attn_factor, std::sqrt(1 + std::log(4.0) / std::log(64.0)), 1e-6);
+      EXPECT_NE((*model)->file().FindTensor("blk.0.attn_qkv.weight"), nullptr);
+    }
+    std::vector<float> batched, stepwise;
+    RunBothWays(**model, &batched, &stepwise);
+    ASSERT_EQ(batched.size(), 10u * 512u);
+    for (float v : batched) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(0, std::memcmp(batched.data(), stepwise.data(), batched.size() * sizeof(float)));
+  }
+}
+
+// llama3.2-1b: Llama 3.2 1B's shape and its rope_freqs table (converter's
+// rule: factor 32, low 1, high 4 from 8192; base 5e5, 64-dim heads).
+TEST(SyntheticDenseFamiliesTest, Llama32PresetWritesTheFrequencyFactors) {
+  auto preset = SyntheticPreset("llama3.2-1b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->n_layer, 16);
+  EXPECT_EQ(preset->n_embd, 2048);
+  EXPECT_EQ(preset->n_head, 32);
+  EXPECT_EQ(preset->n_kv_head, 8);
+  EXPECT_EQ(preset->head_dim, 64);
+  EXPECT_EQ(preset->n_ff, 8192);
+  EXPECT_EQ(preset->n_vocab, 128256);
+  EXPECT_TRUE(ValidateSyntheticSpec(*preset).ok());
+  // The same RoPE on a small body (the table depends on head dim, base and the factors only).
+  SyntheticSpec small = *preset;
+  small.n_layer = 2, small.n_embd = 128, small.n_head = 2, small.n_kv_head = 1, small.n_ff = 256;
+  small.n_vocab = 512, small.n_ctx = 256;
+  const std::string path = TempPath("llama32.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(Env::Default(), small, path).ok());
+  auto model = Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<float>& f = (*model)->config().rope_freqs;
+  ASSERT_EQ(f.size(), 32u);
+  // Wavelength 2 pi 5e5^(2i/64) against 8192 / 4 = 2048 and 8192 / 1.
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 * static_cast<double>(i) / 64);
+    if (wavelen < 2048) {
+      EXPECT_EQ(f[i], 1.0f) << i;
+    } else if (wavelen > 8192) {
+      EXPECT_EQ(f[i], 32.0f) << i;
+    } else {
+      const double t = (8192 / wavelen - 1) / 3;
+      EXPECT_NEAR(f[i], 1 / ((1 - t) / 32 + t), 1e-4 * f[i]) << i;
+    }
+  }
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[31], 32.0f);
+  std::vector<float> batched, stepwise;
+  RunBothWays(**model, &batched, &stepwise);
+  EXPECT_EQ(0, std::memcmp(batched.data(), stepwise.data(), batched.size() * sizeof(float)));
+}
+
+TEST(SyntheticDenseFamiliesTest, Phi4MiniPresetShapes) {
+  auto preset = SyntheticPreset("phi4-mini");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->arch, "phi3");
+  EXPECT_EQ(preset->n_embd / preset->n_head, 128);
+  EXPECT_EQ(preset->rope_dims, 96);  // partial_rotary_factor 0.75
+  EXPECT_EQ(preset->rope_orig_ctx, 4096);
+  EXPECT_TRUE(ValidateSyntheticSpec(*preset).ok());
+}
+
+TEST(SyntheticDenseFamiliesTest, BadDenseSpecsNameTheField) {
+  SyntheticSpec s = SmallSpec();
+  s.arch = "qwen3";
+  s.llama3_rope_factor = 8;
+  EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);  // llama only
+  s = SmallSpec();
+  s.rope_dims = 32;
+  EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);  // llama: whole heads
+  s.arch = "phi3";
+  s.rope_dims = 33;
+  EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);
+  s.rope_dims = 32;
+  s.head_dim = 32;  // phi3 heads are n_embd / n_head (64)
+  EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mx::models

@@ -99,6 +99,34 @@ Result<std::vector<float>> WeightBinder::Vec(const std::string& name, std::vecto
 
 std::string Blk(int64_t i, const char* name) { return "blk." + std::to_string(i) + "." + name; }
 
+Matrix RowSlice(const Matrix& m, int64_t first, int64_t n) {
+  Matrix s = m;
+  s.data = m.data + static_cast<size_t>(first) * m.row_bytes;
+  s.n_rows = n;
+  return s;
+}
+
+Status BindRopeFactors(WeightBinder& b, ModelConfig& c) {
+  const int64_t half = c.rope.n_rot / 2;
+  const std::pair<const char*, std::vector<float>*> tables[] = {
+      {"rope_freqs.weight", &c.rope_freqs},
+      {"rope_factors_long.weight", &c.rope_factors_long},
+      {"rope_factors_short.weight", &c.rope_factors_short}};
+  for (const auto& [name, out] : tables) {
+    if (!b.Has(name)) continue;
+    MX_ASSIGN_OR_RETURN(*out, b.Vec(name, {half}));
+    for (size_t i = 0; i < out->size(); ++i) {
+      const float v = (*out)[i];
+      if (!(v > 0.0f && v < 1e30f)) {
+        return Status::InvalidArgument("tensor '" + std::string(name) + "' entry " +
+                                       std::to_string(i) + " = " + std::to_string(v) +
+                                       ", expected a positive frequency divisor");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status BindAttention(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
   const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
   const int64_t e = c.n_embd;

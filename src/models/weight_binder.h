@@ -49,6 +49,14 @@ class WeightBinder {
 
 // "blk.{i}.{name}"
 std::string Blk(int64_t i, const char* name);
+// Rows [first, first + n) of m, pointing into m's storage (a fused
+// projection's parts). REQUIRES: first + n <= m.n_rows.
+Matrix RowSlice(const Matrix& m, int64_t first, int64_t n);
+
+// The RoPE frequency tables (rope_freqs, rope_factors_long / _short; each
+// [n_rot / 2] when present) into c's vectors. Errors name the tensor (shape,
+// a value that is not a positive finite number).
+Status BindRopeFactors(WeightBinder& b, ModelConfig& c);
 
 // The tensors of the shared blocks of layer i (the mixer's, the FFN's and
 // the norm in front of each, by the tensor names llama.cpp uses).

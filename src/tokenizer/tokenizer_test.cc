@@ -206,6 +206,19 @@ TEST(TokenizerRefTest, GgufAdapterMatchesLlamaCpp) {
   std::printf("[ref] TokenizerFromGguf(models/*.gguf): %d comparisons\n", comparisons);
 }
 
+// The dense-family sets (ref/README-dense.md): llama-bpe with and without
+// BOS (tiny-smollm3 is the first llama-bpe model without it) and qwen2, each
+// rule read from the model's own file.
+TEST(TokenizerRefTest, GgufAdapterMatchesLlamaCppForTheDenseFamilies) {
+  std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  const int comparisons = CompareWithReference("tokens-dense.json", GgufTokenizers(&loaded));
+  EXPECT_EQ(comparisons, 6 * 7 * 3);
+  ASSERT_EQ(loaded.count("tiny-smollm3.gguf"), 1u);
+  EXPECT_FALSE(loaded["tiny-smollm3.gguf"]->add_bos());
+  ASSERT_EQ(loaded.count("tiny-llama31.gguf"), 1u);
+  EXPECT_TRUE(loaded["tiny-llama31.gguf"]->add_bos());
+}
+
 // tiny-qwen35.gguf has architecture qwen35; the tokenizer reads only the
 // tokenizer.* keys, so it loads whatever the model loader supports.
 TEST(TokenizerRefTest, GgufAdapterMatchesLlamaCppForQwen35) {

@@ -69,6 +69,18 @@ RefModel LoadRefModel(const std::string& name) {
     }
     m.prompts.push_back(std::move(r));
   }
+  if (j.contains("conversation") && j["conversation"].contains("turns")) {
+    for (const auto& t : j["conversation"]["turns"]) {
+      RefTurn r;
+      r.tokens = t["tokens"].get<std::vector<int32_t>>();
+      r.last_logits = t["last_logits"].get<std::vector<float>>();
+      r.greedy.tokens = t["greedy"]["tokens"].get<std::vector<int32_t>>();
+      r.greedy.margin_top1_top2 = t["greedy"]["margin_top1_top2"].get<std::vector<float>>();
+      const auto prev = t.find("from_previous_memory");
+      if (prev != t.end() && prev->is_object()) r.n_kept = (*prev)["n_kept"].get<int64_t>();
+      m.conversation.push_back(std::move(r));
+    }
+  }
   return m;
 }
 

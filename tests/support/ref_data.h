@@ -31,11 +31,22 @@ struct RefPrompt {
   std::vector<float> last_logits_after_chunk1;
 };
 
+// One turn of the reference's 3-turn conversation (ref/README-dense.md):
+// its prompt decoded fresh, then `greedy` tokens; from turn 2 on, n_kept =
+// the tokens shared with the memory turn k-1 left (its prompt + greedy).
+struct RefTurn {
+  std::vector<int32_t> tokens;
+  std::vector<float> last_logits;
+  RefGreedy greedy;
+  int64_t n_kept = 0;  // 0 for turn 1 (and where the reference has no from_previous_memory)
+};
+
 struct RefModel {
   std::string name;        // "tiny-llama"
   std::string model_path;  // .../models/tiny-llama.gguf
   bool add_bos = false;
   std::vector<RefPrompt> prompts;
+  std::vector<RefTurn> conversation;  // empty when the reference has none
   const RefPrompt& prompt(const std::string& name) const;
 };
 

@@ -1,0 +1,247 @@
+// The dense families' hyper-parameters and the keys they read or ignore
+// (ref/README-dense.md), on the reference files and on copies of them with
+// one key or tensor changed: what llama.cpp refuses is refused with a clear
+// error, what it ignores changes nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "models/model.h"
+#include "models/runner.h"
+#include "ref_data.h"
+
+namespace mx::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string RefPath(const std::string& name) {
+  return mx::testing::RefDir() + "/models/" + name + ".gguf";
+}
+
+fs::path TempDirOfThisProcess() {
+  return fs::path(::testing::TempDir()) / ("mx_arch_" + std::to_string(getpid()));
+}
+std::string TempPath(const std::string& name) {
+  fs::create_directories(TempDirOfThisProcess());
+  return (TempDirOfThisProcess() / name).string();
+}
+// The files this process wrote are removed when its tests end.
+class RemoveTempDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(TempDirOfThisProcess(), ec);
+  }
+};
+const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+
+// A copy of ref model `name` without the keys in `remove_keys` and the
+// tensors in `drop_tensors`, plus what `set` writes.
+std::string EditedCopy(const std::string& name, const std::string& out,
+                       const std::function<void(gguf::GgufWriter&)>& set,
+                       const std::set<std::string>& remove_keys = {},
+                       const std::set<std::string>& drop_tensors = {}) {
+  auto f = gguf::GgufFile::Open(Env::Default(), RefPath(name));
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  gguf::GgufWriter w;
+  for (const auto& [key, v] : (*f)->metadata()) {
+    if (remove_keys.count(key) || key == "general.alignment") continue;
+    EXPECT_TRUE(w.SetValue(key, v).ok()) << key;
+  }
+  set(w);
+  for (const gguf::TensorInfo& t : (*f)->tensors()) {
+    if (drop_tensors.count(t.name)) continue;
+    EXPECT_TRUE(w.AddTensor(t.name, t.type, t.shape,
+                            std::string(reinterpret_cast<const char*>(t.data), t.n_bytes))
+                    .ok());
+  }
+  const std::string path = TempPath(out);
+  EXPECT_TRUE(w.WriteTo(Env::Default(), path).ok());
+  return path;
+}
+
+Result<std::unique_ptr<Model>> Load(const std::string& path) {
+  return Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
+}
+
+// Logits of a fixed 40-token prompt, [40][n_vocab].
+std::vector<float> Logits(const Model& model, int64_t n_ctx = 2048) {
+  auto runner = Runner::Create(model, {.n_threads = 2, .kv_type = DType::kF32, .n_ctx = n_ctx});
+  EXPECT_TRUE(runner.ok());
+  auto seq = (*runner)->NewSequence();
+  std::vector<BatchEntry> batch;
+  for (int32_t t = 0; t < 40; ++t) batch.push_back({seq.get(), (t * 97 + 5) % 4000, true});
+  std::vector<float> logits;
+  EXPECT_TRUE((*runner)->Forward(batch, &logits).ok());
+  return logits;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Llama31Test, FrequencyFactorsAndAWideHeadLoad) {
+  auto model = Load(RefPath("tiny-llama31"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.head_dim_k, 64);  // key_length, not n_embd / n_head = 16
+  EXPECT_EQ(c.rope.n_rot, 64);
+  ASSERT_EQ(c.rope_freqs.size(), 32u);
+  EXPECT_EQ(c.rope_freqs[0], 1.0f);
+  EXPECT_EQ(c.rope_freqs[31], 8.0f);
+  EXPECT_EQ(c.RopeFactorsFor(64), c.rope_freqs);  // every context size
+  EXPECT_EQ(c.rope.ext_factor, 0.0f);
+}
+
+TEST(Llama31Test, RopeDimsOtherThanTheHeadAreRefusedAsLlamaCppDoes) {
+  const std::string path = EditedCopy("tiny-llama31", "llama31-nrot32.gguf", [](gguf::GgufWriter& w) {
+    w.SetU32("llama.rope.dimension_count", 32);
+  });
+  auto model = Load(path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(model.status().ToString().find("invalid n_rot"), std::string::npos)
+      << model.status().ToString();
+}
+
+TEST(Llama31Test, AFactorTableOfTheWrongLengthNamesTheTensor) {
+  auto f = gguf::GgufFile::Open(Env::Default(), RefPath("tiny-llama31"));
+  ASSERT_TRUE(f.ok());
+  const std::string path = EditedCopy(
+      "tiny-llama31", "llama31-freqs16.gguf",
+      [](gguf::GgufWriter& w) {
+        std::vector<float> v(16, 2.0f);
+        ASSERT_TRUE(w.AddTensor("rope_freqs.weight", DType::kF32, {16},
+                                std::string(reinterpret_cast<const char*>(v.data()), 64))
+                        .ok());
+      },
+      {}, {"rope_freqs.weight"});
+  auto model = Load(path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().ToString().find("rope_freqs.weight"), std::string::npos)
+      << model.status().ToString();
+}
+
+TEST(YarnTest, Qwen3ReadsTheTypeFactorAndContextButNotTheYarnKeys) {
+  auto model = Load(RefPath("tiny-qwen3-yarn"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const kernels::RopeParams& r = (*model)->config().rope;
+  EXPECT_EQ(r.ext_factor, 1.0f);
+  EXPECT_EQ(r.freq_scale, 0.25f);
+  EXPECT_EQ(r.n_ctx_orig, 512);
+  // The file has yarn_beta_fast 8, yarn_beta_slow 2, yarn_attn_factor 0.8.
+  ASSERT_NE((*model)->file().Find("qwen3.rope.scaling.yarn_beta_fast"), nullptr);
+  EXPECT_EQ(r.beta_fast, 32.0f);
+  EXPECT_EQ(r.beta_slow, 1.0f);
+  EXPECT_EQ(r.attn_factor, 1.0f);
+  // Without them: the same logits, bit for bit.
+  const std::string path = EditedCopy(
+      "tiny-qwen3-yarn", "yarn-no-keys.gguf", [](gguf::GgufWriter&) {},
+      {"qwen3.rope.scaling.yarn_beta_fast", "qwen3.rope.scaling.yarn_beta_slow",
+       "qwen3.rope.scaling.yarn_attn_factor"});
+  auto plain = Load(path);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(BitEqual(Logits(**model), Logits(**plain)));
+}
+
+TEST(YarnTest, LlamaAndQwen2FilesWithYarnLoad) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen2-bf16"}) {
+    SCOPED_TRACE(name);
+    const std::string arch = name == "tiny-llama" ? "llama" : "qwen2";
+    const std::string path = EditedCopy(name, name + "-yarn.gguf", [&](gguf::GgufWriter& w) {
+      w.SetString(arch + ".rope.scaling.type", "yarn");
+      w.SetF32(arch + ".rope.scaling.factor", 4.0f);
+      w.SetU32(arch + ".rope.scaling.original_context_length", 512);
+    });
+    auto yarn = Load(path);
+    ASSERT_TRUE(yarn.ok()) << yarn.status().ToString();
+    EXPECT_EQ((*yarn)->config().rope.ext_factor, 1.0f);
+    auto plain = Load(RefPath(name));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(BitEqual(Logits(**yarn), Logits(**plain)));
+  }
+}
+
+TEST(Phi3Test, FusedProjectionsLongRopeAndTheIgnoredWindow) {
+  auto model = Load(RefPath("tiny-phi3"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.arch, Arch::kPhi3);
+  EXPECT_EQ(c.rope.mode, kernels::RopeMode::kNeox);
+  EXPECT_NEAR(c.rope.attn_factor, 1.1055416f, 1e-6f);
+  EXPECT_EQ(c.rope.n_ctx_orig, 512);
+  ASSERT_EQ(c.rope_factors_long.size(), 16u);
+  ASSERT_EQ(c.rope_factors_short.size(), 16u);
+  // Long iff the context holds more than original_context_length tokens.
+  EXPECT_EQ(c.RopeFactorsFor(513), c.rope_factors_long);
+  EXPECT_EQ(c.RopeFactorsFor(512), c.rope_factors_short);
+  // q | k | v rows of attn_qkv, gate | up rows of ffn_up.
+  const LayerWeights& w = (*model)->layer(0);
+  const gguf::TensorInfo* qkv = (*model)->file().FindTensor("blk.0.attn_qkv.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(w.wq.n_rows, 96);
+  EXPECT_EQ(w.wk.n_rows, 32);
+  EXPECT_EQ(w.wv.data, w.wk.data + 32 * w.wk.row_bytes);
+  EXPECT_EQ(w.w_up.data, w.w_gate.data + 192 * w.w_gate.row_bytes);
+  // The same file without sliding_window: the same logits, bit for bit.
+  const std::string path = EditedCopy("tiny-phi3", "phi3-no-window.gguf", [](gguf::GgufWriter&) {},
+                                      {"phi3.attention.sliding_window"});
+  auto no_window = Load(path);
+  ASSERT_TRUE(no_window.ok()) << no_window.status().ToString();
+  const std::vector<float> with_key = Logits(**model);
+  EXPECT_TRUE(BitEqual(with_key, Logits(**no_window)));
+  // A context of 512 rotates with the short factors: other logits.
+  EXPECT_FALSE(BitEqual(with_key, Logits(**model, 512)));
+}
+
+TEST(SmolLm3Test, EveryFourthLayerHasNoRope) {
+  auto model = Load(RefPath("tiny-smollm3"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  ASSERT_EQ(c.layers.size(), 4u);
+  EXPECT_TRUE(c.layers[0].rope && c.layers[1].rope && c.layers[2].rope);
+  EXPECT_FALSE(c.layers[3].rope);
+  EXPECT_EQ(c.rope.mode, kernels::RopeMode::kNormal);
+}
+
+TEST(GraniteTest, ScalesAreReadAndLogitScaleIsRequired) {
+  auto model = Load(RefPath("tiny-granite"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.embedding_scale, 12.0f);
+  EXPECT_NEAR(c.residual_scale, 0.22f, 1e-7f);
+  EXPECT_EQ(c.attention_scale, 1.0f / 32);
+  EXPECT_EQ(c.logit_scale, 8.0f);
+  EXPECT_TRUE(c.use_rope);
+
+  const std::string no_logit = EditedCopy("tiny-granite", "granite-no-logit-scale.gguf",
+                                          [](gguf::GgufWriter&) {}, {"granite.logit_scale"});
+  auto refused = Load(no_logit);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("granite.logit_scale"), std::string::npos);
+}
+
+TEST(GraniteTest, FinetunedFalseTurnsRopeOff) {
+  const std::string path = EditedCopy("tiny-granite", "granite-not-finetuned.gguf", [](gguf::GgufWriter& w) {
+    w.SetBool("granite.rope.scaling.finetuned", false);
+  });
+  auto off = Load(path);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE((*off)->config().use_rope);
+  auto runner = Runner::Create(**off, {.n_threads = 1, .kv_type = DType::kF32, .n_ctx = 64});
+  ASSERT_TRUE(runner.ok());
+  EXPECT_FALSE((*runner)->layout()->rope_on(0));
+  auto on = Load(RefPath("tiny-granite"));
+  ASSERT_TRUE(on.ok());
+  EXPECT_FALSE(BitEqual(Logits(**off), Logits(**on)));
+}
+
+}  // namespace
+}  // namespace mx::models
