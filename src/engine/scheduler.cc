@@ -363,17 +363,31 @@ void Scheduler::ChargeStep(std::vector<std::unique_ptr<Slot>>& slots, uint64_t s
   }
 }
 
-bool Scheduler::EncodeImages(Slot& s, int64_t take) {
+Scheduler::ImagesReady Scheduler::EncodeImages(Slot& s, int64_t take) {
   const std::vector<PromptImage>& images = s.request.images;
   s.image_embd.resize(images.size());
+  s.image_jobs.resize(images.size());
   const auto begin = static_cast<int64_t>(s.n_read), end = begin + take;
   const auto n_embd = static_cast<size_t>(model_.model->config().n_embd);
+  ImagesReady ready = ImagesReady::kReady;
   for (size_t k = 0; k < images.size(); ++k) {
     const PromptImage& im = images[k];
     if (im.end_row() <= begin || im.first_row >= end || !s.image_embd[k].empty()) continue;
-    const uint64_t t0 = env_->NowMicros();
-    Result<std::vector<float>> embd = im.encode(&runner_->pool());
-    const uint64_t us = env_->NowMicros() - t0;
+    // Encoded on the encoder's thread: this slot sits out the batches until
+    // its picture is ready, every other request goes on.
+    if (s.image_jobs[k] == nullptr) {
+      if (encoder_ == nullptr) {
+        encoder_ = std::make_unique<ImageEncoder>(options_.n_threads, [env = env_] { return env->NowMicros(); });
+      }
+      s.image_jobs[k] = encoder_->Submit(im);
+    }
+    if (!s.image_jobs[k]->ready()) {
+      ready = ImagesReady::kWaiting;
+      continue;
+    }
+    const uint64_t us = s.image_jobs[k]->encode_us();
+    Result<std::vector<float>> embd = s.image_jobs[k]->Take();
+    s.image_jobs[k].reset();
     s.timings.prompt_ms += static_cast<double>(us) / 1000.0;
     if (embd.ok() && embd->size() != static_cast<size_t>(im.n_rows()) * n_embd) {
       embd = Status::Internal("the vision encoder gave " + std::to_string(embd->size()) + " floats for " +
@@ -382,13 +396,13 @@ bool Scheduler::EncodeImages(Slot& s, int64_t take) {
     if (!embd.ok()) {
       MX_LOG(kError) << "model " << options_.model_name << ": image " << k + 1 << ": " << embd.status().ToString();
       Finish(s, "error", embd.status().WithContext("image " + std::to_string(k + 1)));
-      return false;
+      return ImagesReady::kFailed;
     }
     MX_LOG(kInfo) << "model " << options_.model_name << ": image " << k + 1 << " of " << images.size() << " ("
                   << im.nx << "x" << im.ny << " rows) encoded in " << us / 1000 << " ms";
     s.image_embd[k] = std::move(embd).value();
   }
-  return true;
+  return ready;
 }
 
 models::BatchEntry Scheduler::PromptEntry(Slot& s, bool want_logits) {
@@ -568,8 +582,15 @@ void Scheduler::Loop() {
     for (auto& s : slots) {
       if (s->done || !s->reading() || budget <= 0) continue;
       const int64_t take = std::min<int64_t>(budget, static_cast<int64_t>(s->request.prompt.size() - s->n_read));
+      if (!s->request.images.empty()) {
+        const ImagesReady images = EncodeImages(*s, take);
+        if (images == ImagesReady::kFailed) continue;
+        if (images == ImagesReady::kWaiting) {
+          paused = true;  // its picture is being encoded
+          continue;
+        }
+      }
       if (!reserve(*s, take)) continue;
-      if (!s->request.images.empty() && !EncodeImages(*s, take)) continue;
       for (int64_t k = 0; k < take; ++k) {
         const bool last = s->n_read + 1 == s->request.prompt.size();
         batch.push_back(PromptEntry(*s, last));
@@ -583,7 +604,8 @@ void Scheduler::Loop() {
     if (batch.empty()) {
       // Every slot waits for its reader (a client reading slowly; one that
       // stops reading is cut by the HTTP front's write deadline, which
-      // cancels its request): look again shortly, without spinning.
+      // cancels its request) or for its picture's encoding: look again
+      // shortly, without spinning.
       if (paused) {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stop_; });

@@ -42,6 +42,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "engine/cache_events.h"
+#include "engine/image_encoder.h"
 #include "engine/loaded_model.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_images.h"
@@ -225,9 +226,11 @@ class Scheduler {
   // filter, constraint).
   void ArmSlot(Slot& s, int choice);
   void Finish(Slot& s, std::string reason, Status status);
-  // Encodes the pictures with rows among the next `take` prompt rows that
-  // are not encoded yet. False when one failed (the slot is finished).
-  bool EncodeImages(Slot& s, int64_t take);
+  // The pictures with rows among the next `take` prompt rows: encoded
+  // (kReady), being encoded on the image encoder's thread (kWaiting: asked
+  // for now if not yet), or one failed (kFailed: the slot is finished).
+  enum class ImagesReady { kReady, kWaiting, kFailed };
+  ImagesReady EncodeImages(Slot& s, int64_t take);
   // The batch entry of the slot's next prompt row (a token, or an image's
   // embedding row), at its position.
   models::BatchEntry PromptEntry(Slot& s, bool want_logits);
@@ -254,6 +257,9 @@ class Scheduler {
   uint64_t choice_bytes_ = 0;           // compute thread only: ChoicesStateBytes of running requests
   ComputeGate* gate_ = nullptr;         // the saved-cache store's, when there is one
   std::vector<float> masked_;           // compute thread only: logits without EOG (ignore_eos)
+  // Pictures are encoded here, off the compute loop (made on first use;
+  // compute thread only). Declared after runner_: destroyed before it.
+  std::unique_ptr<ImageEncoder> encoder_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -32,6 +32,7 @@ struct Scheduler::Slot {
   bool done = false;
   std::vector<int64_t> snapshots;              // positions of the snapshots this request asked for
   std::vector<std::vector<float>> image_embd;  // per request.images; empty until encoded
+  std::vector<std::shared_ptr<EncodeJob>> image_jobs;  // per request.images: being encoded
   RequestTimings timings;
   int64_t step_prompt = 0;  // entries of this step's batch: prompt tokens read
   int64_t step_decode = 0;  // ... and the generated token fed

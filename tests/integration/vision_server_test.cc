@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -127,7 +130,10 @@ class VisionServerTest : public ::testing::Test {
   void Start(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     server_ = std::make_unique<ServerProcess>();
     // F32 keys and values, as llama.cpp's reference ran.
-    args.insert(args.end(), {"--threads", "2", "--ctx-size", "1024", "--kv-type", "f32"});
+    args.insert(args.end(), {"--threads", "2", "--kv-type", "f32"});
+    if (std::find(args.begin(), args.end(), "--ctx-size") == args.end()) {
+      args.insert(args.end(), {"--ctx-size", "1024"});
+    }
     env["MATRICXON_MODELS_DIR"] = dir_ + "/models";
     env["MATRICXON_PROMPT_CACHE_DIR"] = dir_ + "/prompt_cache";
     std::string error;
@@ -454,6 +460,78 @@ TEST_F(VisionServerTest, PicturesOfAPromptTooLongHoldOnlyTheirBytes) {
   // each) plus the requests' bodies and files.
   EXPECT_LE(growth, 400) << growth << " MiB";
   std::cerr << "peak RSS growth " << growth << " MiB\n";
+}
+
+// A large picture takes a while to encode; the model's other replies go on
+// meanwhile (the picture is encoded off the compute loop): a stream running
+// all through the encode keeps receiving tokens, with no gap of half the
+// encode's length.
+TEST_F(VisionServerTest, OtherRepliesGoOnWhileAPictureIsEncoded) {
+  image::RgbImage big;
+  big.width = big.height = 1800;
+  big.rgb.resize(size_t{1800} * 1800 * 3);
+  for (size_t i = 0; i < big.rgb.size(); ++i) big.rgb[i] = static_cast<uint8_t>((i * 2654435761u) >> 24);
+  const image::testing::Bytes png = image::testing::EncodePngRgb(big);
+  ASSERT_FALSE(png.empty());
+  Start({"--persist-prompt-cache", "false", "--ctx-size", "8192", "--parallel", "2"});
+  ASSERT_EQ(Ask(port(), Messages({DataUrl(ReadFile(PngPath("a")))})).status, 200);  // warm
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> events;
+  std::mutex mu;
+  std::atomic<bool> stop{false};
+  std::thread streaming([&] {
+    httplib::Client cli("127.0.0.1", port());
+    cli.set_read_timeout(120, 0);
+    Json body = {{"model", "tiny"},
+                 {"messages", {{{"role", "user"}, {"content", "Tell a long story."}}}},
+                 {"max_tokens", 7000},
+                 {"ignore_eos", true},
+                 {"stream", true}};
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(Clock::now());
+      return !stop.load();
+    };
+    cli.send(req);
+  });
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return events.size() > 20;
+  }));
+  const auto t0 = Clock::now();
+  Json ask = {{"model", "tiny"}, {"messages", Messages({DataUrl(std::string(png.begin(), png.end()))})},
+              {"max_tokens", 1}};
+  Reply r = Post(port(), "/v1/chat/completions", ask.dump());
+  const auto t1 = Clock::now();
+  stop = true;
+  streaming.join();
+  ASSERT_EQ(r.status, 200) << r.raw.substr(0, 300);
+  const std::string log = Log();
+  const size_t at = log.rfind(") encoded in ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const long encode_ms = std::atol(log.c_str() + at + 13);
+  ASSERT_GE(encode_ms, 300) << "the picture must take a while to encode for this test";
+  double longest_gap_ms = 0;
+  size_t during = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 1; i < events.size(); ++i) {
+      if (events[i] < t0 || events[i - 1] > t1) continue;
+      ++during;
+      longest_gap_ms = std::max(longest_gap_ms,
+                                std::chrono::duration<double, std::milli>(events[i] - events[i - 1]).count());
+    }
+  }
+  EXPECT_GT(during, 10u);
+  EXPECT_LT(longest_gap_ms, encode_ms / 2.0) << "the stream stalled while the picture was encoded (" << encode_ms
+                                             << " ms)";
+  std::cerr << "encode " << encode_ms << " ms, " << during << " stream events meanwhile, longest gap "
+            << longest_gap_ms << " ms\n";
 }
 
 // `make-model --with-projector` writes a model and its projector that the
