@@ -181,10 +181,12 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   }
   if (victim) DropAndWait(std::move(victim));
   Result<std::shared_ptr<ServedModel>> result = Load(name, path);
+  std::shared_ptr<ServedModel> discarded;  // freed after the lock is let go
   {
     std::lock_guard<std::mutex> lock(mu_);
     loading_.erase(name);
     if (result.ok() && stopping_.load()) {
+      discarded = std::move(*result);
       result = Status::ResourceExhausted("cannot load model '" + name + "': the server is stopping");
     } else if (result.ok()) {
       loaded_[name] = Entry{*result, env_->NowMicros()};
