@@ -79,10 +79,16 @@ Result<std::vector<templates::ChatMessage>> FamilyMessages(const Value& messages
 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::string& path,
                                                        const ModelLoadOptions& options) {
+  auto cancelled = [&options] { return options.cancel != nullptr && options.cancel->load(); };
+  const Status cancel_status =
+      Status::ResourceExhausted("loading " + path + " was cancelled (the server is stopping)");
   auto m = std::make_unique<LoadedModel>();
   m->env = env;
+  if (cancelled()) return cancel_status;
   MX_ASSIGN_OR_RETURN(m->model, models::Model::Load(env, path, options.load));
+  if (cancelled()) return cancel_status;
   MX_ASSIGN_OR_RETURN(m->tokenizer, tokenizer::TokenizerFromGguf(m->model->file()));
+  if (cancelled()) return cancel_status;
   if (m->tokenizer->n_vocab() != m->model->config().n_vocab) {
     return Status::InvalidArgument(path + ": tokenizer has " + std::to_string(m->tokenizer->n_vocab()) +
                                    " tokens, the model's output has " +
@@ -126,10 +132,23 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::stri
          {"content", Value::List({Value::MakeDict(
                          {{"type", Value::String("text")}, {"text", Value::String(probe)}})})}})});
     p.now = jinja::DateTime{};
+    p.should_stop = cancelled;
     m->template_takes_content_parts = true;
-    auto out = m->RenderChat(p);
+    jinja::RenderErrorInfo info;
+    auto out = m->RenderTemplate(p, &info);
+    if (info.stopped) return cancel_status;
     m->template_takes_content_parts = out.ok() && out->find(probe) != std::string::npos &&
                                       out->find("'text': '" + probe) == std::string::npos;
+    if (!out.ok() && out.status().code() == Status::Code::kResourceExhausted) {
+      // A template that cannot render one short message within the engine's
+      // limits would fail (or cost a whole budget) on every chat: refuse it.
+      m->chat_template.reset();
+      m->template_knows_developer = false;
+      m->template_takes_content_parts = false;
+      m->template_fallback_reason = "tokenizer.chat_template is refused: rendering a one-message "
+                                    "chat exceeds a limit of the template engine: " +
+                                    out.status().message();
+    }
   }
   if (!m->chat_template) {
     MX_LOG(kWarn) << path << ": " << m->template_fallback_reason << "; rendering chats with the "
@@ -143,16 +162,28 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(Env* env, const std::stri
 
 Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
   if (!prompt.messages.is_sequence()) return Status::InvalidArgument("'messages' must be a list");
-  if (!chat_template) {
-    MX_ASSIGN_OR_RETURN(std::vector<templates::ChatMessage> messages,
-                        FamilyMessages(prompt.messages));
-    templates::RenderOptions options;
-    options.add_generation_prompt = prompt.add_generation_prompt;
-    if (const Value* t = prompt.kwargs.Field("enable_thinking"); t != nullptr && !t->is_none()) {
-      options.enable_thinking = t->Truthy();
-    }
-    return templates::Render(family, messages, options);
+  if (chat_template) {
+    jinja::RenderErrorInfo info;
+    auto text = RenderTemplate(prompt, &info);
+    if (text.ok()) return text;
+    // Every render failure is the request's (its messages do not fit the
+    // template) and goes back to the client as such.
+    if (info.raised) return Status::InvalidArgument("chat template: " + text.status().message());
+    return Status::InvalidArgument(text.status().message());
   }
+  MX_ASSIGN_OR_RETURN(std::vector<templates::ChatMessage> messages,
+                      FamilyMessages(prompt.messages));
+  templates::RenderOptions options;
+  options.add_generation_prompt = prompt.add_generation_prompt;
+  if (const Value* t = prompt.kwargs.Field("enable_thinking"); t != nullptr && !t->is_none()) {
+    options.enable_thinking = t->Truthy();
+  }
+  return templates::Render(family, messages, options);
+}
+
+Result<std::string> LoadedModel::RenderTemplate(const ChatPrompt& prompt,
+                                                jinja::RenderErrorInfo* info) const {
+  if (!prompt.messages.is_sequence()) return Status::InvalidArgument("'messages' must be a list");
   // Messages as the template expects them (see the members' comments).
   jinja::ValueList messages;
   for (const Value& m : prompt.messages.as_list()) {
@@ -168,36 +199,28 @@ Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
     }
     messages.push_back(std::move(msg));
   }
-  std::vector<std::pair<std::string, Value>> vars = {
-      {"messages", Value::List(std::move(messages))},
-      {"tools", prompt.tools},
-      {"documents", Value::None()},
-      {"add_generation_prompt", Value::Bool(prompt.add_generation_prompt)},
-      {"bos_token", Value::String(bos_text)},
-      {"eos_token", Value::String(eos_text)}};
+  // The render context: transformers' variables, then each kwarg (a key
+  // that names one of them replaces it, in its place). Dict::Set is O(1), so
+  // the merge is linear in the number of kwargs.
+  jinja::Dict vars;
+  auto set = [&vars](std::string_view key, Value value) {
+    vars.Set(Value::String(std::string(key)), std::move(value));
+  };
+  set("messages", Value::List(std::move(messages)));
+  set("tools", prompt.tools);
+  set("documents", Value::None());
+  set("add_generation_prompt", Value::Bool(prompt.add_generation_prompt));
+  set("bos_token", Value::String(bos_text));
+  set("eos_token", Value::String(eos_text));
   if (prompt.kwargs.is_dict()) {
     for (const auto& [k, v] : prompt.kwargs.as_dict().items()) {
-      if (!k.is_string()) continue;
-      auto it = std::find_if(vars.begin(), vars.end(),
-                             [&](const auto& kv) { return kv.first == k.as_string(); });
-      if (it != vars.end()) {
-        it->second = v;
-      } else {
-        vars.emplace_back(k.as_string(), v);
-      }
+      if (k.is_string()) vars.Set(k, v);
     }
   }
   jinja::RenderOptions options;
   options.now = prompt.now ? *prompt.now : LocalNow(env);
-  jinja::RenderErrorInfo info;
-  auto text = chat_template->Render(Value::MakeDict(std::move(vars)), options, &info);
-  if (!text.ok()) {
-    // Every render failure is the request's (its messages do not fit the
-    // template) and goes back to the client as such.
-    if (info.raised) return Status::InvalidArgument("chat template: " + text.status().message());
-    return Status::InvalidArgument(text.status().message());
-  }
-  return text;
+  options.should_stop = prompt.should_stop;
+  return chat_template->Render(Value::FromDict(std::move(vars)), options, info);
 }
 
 std::vector<int32_t> LoadedModel::EncodePrompt(std::string_view text,

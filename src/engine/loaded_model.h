@@ -6,6 +6,8 @@
 // manager.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,6 +33,10 @@ struct ModelLoadOptions {
   // Forces a template family by name ("chatml", "llama3", ...); empty:
   // recognise it from tokenizer.chat_template, ChatML when unrecognised.
   std::string template_override;
+  // When set and true, the load stops at its next check (between its
+  // stages, and while the template's probe renders) with ResourceExhausted
+  // "... cancelled". Read from the loading thread; the owner keeps it alive.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One chat to render, in the shape transformers' apply_chat_template gives
@@ -47,6 +53,9 @@ struct ChatPrompt {
   bool add_generation_prompt = true;
   // What strftime_now() formats; unset: the local time from the Env's clock.
   std::optional<jinja::DateTime> now;
+  // Asked now and then while the template renders; true stops it (the
+  // client left). Empty: renders to the end or its limits.
+  std::function<bool()> should_stop;
 };
 
 struct LoadedModel {
@@ -80,8 +89,10 @@ struct LoadedModel {
   std::string image_begin_text = "<|vision_start|>", image_end_text = "<|vision_end|>";
 
   // Loads the weights, the tokenizer and the chat template. A template that
-  // is missing or fails to parse is not an error: a warning is logged naming
-  // the reason and chats render with the built-in family.
+  // is missing, fails to parse, or hits a limit of the template engine
+  // (jinja::Limits: max_steps, ...) when rendering a one-message chat is not
+  // an error: a warning is logged naming the reason (and the limit) and chats
+  // render with the built-in family.
   static Result<std::unique_ptr<LoadedModel>> Load(Env* env, const std::string& path,
                                                    const ModelLoadOptions& options);
 
@@ -91,6 +102,10 @@ struct LoadedModel {
   // template line N: ..." for any other render failure (limits included), the
   // family renderer's errors on the fallback path. Thread-safe.
   Result<std::string> RenderChat(const ChatPrompt& prompt) const;
+  // RenderChat's Jinja path with the template engine's own errors
+  // (ResourceExhausted for a limit) and where they happened. REQUIRES:
+  // chat_template.
+  Result<std::string> RenderTemplate(const ChatPrompt& prompt, jinja::RenderErrorInfo* info) const;
 
   // Tokenizes rendered prompt text: special tokens parsed, BOS added when the
   // model asks for it; when the text already starts with the BOS token (many

@@ -41,7 +41,7 @@ cache::RemovalStats RemoveSavedFiles(Env* env, const std::string& dir) {
 }  // namespace
 
 cache::ModelBinding ComputeModelBinding(const models::Model& model, const models::StateLayout& layout,
-                                        ThreadPool* pool) {
+                                        ThreadPool* pool, const std::atomic<bool>* cancel) {
   // A two-level SHA-256 so that the pieces hash in parallel: every 64 MiB
   // piece is hashed on its own, then the file size and the piece digests.
   constexpr size_t kPiece = size_t{64} << 20;
@@ -53,6 +53,7 @@ cache::ModelBinding ComputeModelBinding(const models::Model& model, const models
   std::string digests(8 + n_pieces * kDigest, '\0');
   for (int i = 0; i < 8; ++i) digests[static_cast<size_t>(i)] = static_cast<char>((uint64_t{size} >> (8 * i)) & 0xff);
   auto hash_piece = [&](int64_t i, int) {
+    if (cancel != nullptr && cancel->load()) return;
     const size_t begin = static_cast<size_t>(i) * kPiece;
     const size_t len = std::min(kPiece, size - std::min(size, begin));
     unsigned int out_len = 0;

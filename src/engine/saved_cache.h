@@ -90,8 +90,11 @@ struct SavedCacheOptions {
 // SHA-256 of each 64 MiB piece, so pieces hash in parallel on `pool` when
 // given) + StateLayout::Fingerprint(). Reads the whole mmapped file once
 // (the caller logs the time). REQUIRES: nobody else uses `pool` meanwhile.
+// `cancel` (optional): once it reads true the pieces left are not hashed and
+// the binding is meaningless (the caller, giving up, throws it away).
 cache::ModelBinding ComputeModelBinding(const models::Model& model, const models::StateLayout& layout,
-                                        ThreadPool* pool = nullptr);
+                                        ThreadPool* pool = nullptr,
+                                        const std::atomic<bool>* cancel = nullptr);
 
 // What GET /api/cache/persistence reports.
 struct SavedCacheUsage {

@@ -97,7 +97,12 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const LoadedModel& model, c
                                                             .n_ctx = options.n_ctx,
                                                             .k_type = options.k_type,
                                                             .v_type = options.v_type}));
-  return std::unique_ptr<Scheduler>(new Scheduler(model, options, env, std::move(runner)));
+  std::unique_ptr<Scheduler> scheduler(new Scheduler(model, options, env, std::move(runner)));
+  if (options.cancel_start != nullptr && options.cancel_start->load()) {
+    return Status::ResourceExhausted("starting model " + options.model_name +
+                                     " was cancelled (the server is stopping)");
+  }
+  return scheduler;
 }
 
 Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, Env* env,
@@ -108,7 +113,8 @@ Scheduler::Scheduler(const LoadedModel& model, const SchedulerOptions& options, 
   if (options_.cache.saved != nullptr) {
     const uint64_t t0 = env_->NowMicros();
     disk.store = options_.cache.saved;
-    disk.binding = ComputeModelBinding(*model.model, *runner_->layout(), &runner_->pool());
+    disk.binding =
+        ComputeModelBinding(*model.model, *runner_->layout(), &runner_->pool(), options_.cancel_start);
     disk.io_pool = &runner_->pool();
     // A refresh of the saved-cache index that a slot waits for has ended.
     disk.wake = [this] {

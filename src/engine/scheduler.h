@@ -27,6 +27,7 @@
 // Thread-safety: Submit, n_ctx, active and queued may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -74,6 +75,10 @@ struct SchedulerOptions {
   // Optional, must outlive the scheduler: each request's cache log line is
   // also pushed here (counts and the line, never prompt text).
   CacheEventLog* events = nullptr;
+  // When set and true, Create gives up (ResourceExhausted "... cancelled"),
+  // also in the middle of hashing the model file for the saved caches.
+  // Must outlive Create.
+  const std::atomic<bool>* cancel_start = nullptr;
 };
 
 // Where one request's time went, in milliseconds of Env::NowMicros (a

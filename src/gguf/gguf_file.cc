@@ -431,16 +431,19 @@ class GgufParser {
   // Locates every tensor's bytes in the data section that follows the table.
   Status PlaceTensors() {
     item_.clear();
-    if (f_.tensors_.empty()) return Status::Ok();
     const uint64_t align = f_.alignment_;
     const uint64_t table_end = pos_;
     const uint64_t data_start = (table_end + align - 1) / align * align;
+    if (f_.tensors_.empty()) {
+      return CheckDeclaredEnd(std::max<uint64_t>(data_start, table_end), "the header");
+    }
     if (data_start > size_) {
       return Corrupt("data section starts at offset " + Str(data_start) + " (tensor table ends at " +
                      Str(table_end) + ", alignment " + Str(align) + "), past end of file (size " +
                      Str(size_) + ")");
     }
     const uint64_t data_bytes = size_ - data_start;
+    uint64_t data_end = data_start;
     for (TensorInfo& t : f_.tensors_) {
       item_ = "tensor " + Quote(t.name);
       if (t.offset % align != 0) {
@@ -455,8 +458,22 @@ class GgufParser {
                        " bytes] runs past end of file (size " + Str(size_) + ")");
       }
       t.data = data_ + data_start + t.offset;
+      data_end = std::max<uint64_t>(data_end, data_start + t.offset + t.n_bytes);
     }
-    return Status::Ok();
+    // The writer pads the last tensor to the alignment; nothing may follow.
+    return CheckDeclaredEnd((data_end + align - 1) / align * align, "the last tensor's data");
+  }
+
+  // A file longer than what its header and tensors declare (`declared_end`:
+  // the last tensor's end, padded to the alignment) is refused: the tail is
+  // never read by the model, yet hashing or reading the whole file would
+  // cost time in its size (a valid model followed by a 10 GB hole).
+  Status CheckDeclaredEnd(uint64_t declared_end, std::string_view what_ends) {
+    item_.clear();
+    if (size_ <= declared_end) return Status::Ok();
+    return Corrupt("the file is " + Str(size_) + " bytes, but its header and tensors end at byte " +
+                   Str(declared_end) + " (alignment " + Str(f_.alignment_) + "): " +
+                   Str(size_ - declared_end) + " bytes follow " + std::string(what_ends));
   }
 
   GgufFile& f_;

@@ -301,6 +301,44 @@ TEST(GgufWriterTest, WriteToThenOpenMapsTheFile) {
   EXPECT_TRUE(Env::Default()->RemoveFile(path).ok());
 }
 
+// A file is what its header and tensors declare, padded to the alignment:
+// bytes beyond that (a valid model followed by a huge hole) are refused with
+// both sizes, so that nothing ever reads (or hashes) a tail no tensor uses.
+TEST(GgufFileTest, BytesPastTheLastTensorAreRefused) {
+  GgufWriter w;
+  w.SetU32Alignment(64);
+  ASSERT_TRUE(w.AddTensor("t", DType::kF32, {3}, Pattern(12, 1)).ok());
+  const std::string bytes = w.Serialize();
+  ASSERT_EQ(bytes.size() % 64, 0u);
+  // As written (the last tensor padded), and unpadded: accepted.
+  EXPECT_TRUE(GgufFile::Parse(U8(bytes), bytes.size(), "ok.gguf").ok());
+  const size_t unpadded = bytes.size() - 64 + 12;
+  EXPECT_TRUE(GgufFile::Parse(U8(bytes), unpadded, "unpadded.gguf").ok());
+  for (size_t extra : {size_t{1}, size_t{64}, size_t{4096}}) {
+    const std::string longer = bytes + std::string(extra, '\0');
+    auto r = GgufFile::Parse(U8(longer), longer.size(), "long.gguf");
+    ASSERT_FALSE(r.ok()) << extra;
+    EXPECT_EQ(r.status().code(), Code::kCorruption);
+    EXPECT_EQ(r.status().message(),
+              "long.gguf: the file is " + std::to_string(longer.size()) +
+                  " bytes, but its header and tensors end at byte " + std::to_string(bytes.size()) +
+                  " (alignment 64): " + std::to_string(extra) +
+                  " bytes follow the last tensor's data");
+  }
+}
+
+TEST(GgufFileTest, BytesPastTheHeaderOfAFileWithoutTensorsAreRefused) {
+  GgufWriter w;
+  w.SetString("general.architecture", "llama");
+  const std::string bytes = w.Serialize();
+  EXPECT_TRUE(GgufFile::Parse(U8(bytes), bytes.size(), "vocab.gguf").ok());
+  const std::string longer = bytes + std::string(1000, 'x');
+  auto r = GgufFile::Parse(U8(longer), longer.size(), "vocab.gguf");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bytes follow the header"), std::string::npos)
+      << r.status().ToString();
+}
+
 TEST(GgufFileTest, OpenMissingFileIsNotFound) {
   auto r = GgufFile::Open(Env::Default(), JoinPath(testing::TempDir(), "no-such-file.gguf"));
   EXPECT_EQ(r.status().code(), Code::kNotFound);

@@ -203,8 +203,13 @@ Result<ChatRequest> ParseChatRequest(const Json& j) {
     MX_ASSIGN_OR_RETURN(msg.content, MessageContent(m.contains("content") ? m["content"] : Json(), i, r.gen.model));
     r.messages.push_back(std::move(msg));
   }
-  if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null() && !k->is_object()) {
-    return TypeError("chat_template_kwargs", "an object");
+  if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
+    if (!k->is_object()) return TypeError("chat_template_kwargs", "an object");
+    if (k->size() > kMaxTemplateKwargs) {
+      return Status::InvalidArgument("'chat_template_kwargs' has " + std::to_string(k->size()) +
+                                     " keys; at most " + std::to_string(kMaxTemplateKwargs) +
+                                     " are accepted");
+    }
   }
   MX_RETURN_IF_ERROR(GetBool(j, "logprobs", &r.logprobs));
   std::optional<int64_t> top;

@@ -19,6 +19,10 @@
 
 namespace mx::server {
 
+// The most keys a request's chat_template_kwargs may have (each becomes a
+// template variable; real templates read a handful). More: 400 naming it.
+inline constexpr size_t kMaxTemplateKwargs = 1024;
+
 using Json = nlohmann::json;
 
 // Fields shared by chat and text completions.

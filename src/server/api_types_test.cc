@@ -111,6 +111,18 @@ TEST(ApiTypesTest, ChatTemplateKwargsMustBeAnObject) {
       "'chat_template_kwargs'");
 }
 
+TEST(ApiTypesTest, ChatTemplateKwargsHaveAtMost1024Keys) {
+  auto body = [](size_t n) {
+    std::string kw;
+    for (size_t i = 0; i < n; ++i) kw += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+    return R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{)" + kw + "}}";
+  };
+  EXPECT_TRUE(Chat(body(kMaxTemplateKwargs)).ok());
+  auto r = Chat(body(kMaxTemplateKwargs + 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "'chat_template_kwargs' has 1025 keys; at most 1024 are accepted");
+}
+
 TEST(ApiTypesTest, ChatPromptKeepsKeyOrder) {
   auto p = ChatPromptFromBody(R"({"messages":[{"role":"user","content":"x"}],
       "tools":[{"zeta":1,"alpha":2}],"chat_template_kwargs":{"enable_thinking":false}})");

@@ -40,7 +40,6 @@ std::vector<std::shared_ptr<ServedModel>> ModelManager::Loaded() {
 Result<std::vector<ModelInfo>> ModelManager::List() {
   MX_ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.models_dir));
   std::vector<ModelInfo> out;
-  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& file : names) {
     if (file.size() <= kSuffix.size() || file.compare(file.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
       continue;
@@ -65,11 +64,16 @@ Result<std::vector<ModelInfo>> ModelManager::List() {
         break;
       }
     }
-    if (auto it = loaded_.find(info.name); it != loaded_.end()) {
-      info.loaded = true;
-      info.active = it->second.served->scheduler->active();
-    }
     out.push_back(std::move(info));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ModelInfo& info : out) {
+      if (auto it = loaded_.find(info.name); it != loaded_.end()) {
+        info.loaded = true;
+        info.active = it->second.served->scheduler->active();
+      }
+    }
   }
   std::sort(out.begin(), out.end(), [](const ModelInfo& a, const ModelInfo& b) { return a.name < b.name; });
   return out;
@@ -81,21 +85,41 @@ Result<std::string> ModelManager::PathOf(const std::string& name) {
     return Status::NotFound("model '" + name + "' does not exist (no " + name + ".gguf in " +
                             options_.models_dir + ")");
   }
+  // A vision projector is never a model, whether its name or its header says
+  // so (List() does not show it either): asking for one is asking for a
+  // model that does not exist, and must not unload anything.
+  auto not_a_model = [&] {
+    return Status::NotFound("model '" + name + "' does not exist: " + name +
+                            ".gguf is a vision projector, not a model");
+  };
+  if (HasProjectorName(name + std::string(kSuffix))) return not_a_model();
   // Never hand a FIFO (or a folder) to the loader: opening it would block
   // while the load lock is held. The Env refuses it too.
   if (auto stat = env_->GetFileInfo(path); stat.ok() && !stat->is_regular) {
     return Status::NotFound("model '" + name + "' does not exist: " + path + " is " +
                             FileTypeName(stat->type) + ", not a model file");
   }
+  uint64_t size = 0;
+  if (auto stat = env_->GetFileInfo(path); stat.ok()) {
+    size = stat->size_bytes;
+  } else if (auto file_size = env_->FileSize(path); file_size.ok()) {
+    size = *file_size;
+  }
+  if (IsProjectorFile(path, size)) return not_a_model();
   return path;
 }
 
 bool ModelManager::IsProjectorFile(const std::string& path, uint64_t size) {
-  if (auto it = projector_files_.find(path); it != projector_files_.end() && it->second.first == size) {
-    return it->second.second;
+  {
+    std::lock_guard<std::mutex> lock(projector_mu_);
+    if (auto it = projector_files_.find(path); it != projector_files_.end() && it->second.first == size) {
+      return it->second.second;
+    }
   }
+  // Opened without a lock held: a slow file must not stall other requests.
   auto f = gguf::GgufFile::Open(env_, path);
   const bool projector = f.ok() && vision::Projector::IsProjector(**f);
+  std::lock_guard<std::mutex> lock(projector_mu_);
   projector_files_[path] = {size, projector};
   return projector;
 }
@@ -123,15 +147,24 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   // chats to the write queue when its last reply ends: a new instance
   // loaded before that would miss them (they would be re-read).
   WaitUntilRetired(name);
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  std::shared_ptr<Loading> loading;
   std::shared_ptr<ServedModel> victim;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = loaded_.find(name); it != loaded_.end()) {  // loaded while we waited
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(name); it != loaded_.end()) {  // loaded meanwhile
       it->second.last_used_us = env_->NowMicros();
       return it->second.served;
     }
-    if (static_cast<int>(loaded_.size()) >= options_.max_loaded) {
+    if (auto it = loading_.find(name); it != loading_.end()) {
+      // Someone is loading it: share that load.
+      std::shared_ptr<Loading> other = it->second;
+      loads_cv_.wait(lock, [&] { return other->done; });
+      return other->result;
+    }
+    if (stopping_.load()) {
+      return Status::ResourceExhausted("cannot load model '" + name + "': the server is stopping");
+    }
+    if (static_cast<int>(loaded_.size() + loading_.size()) >= options_.max_loaded) {
       // The least recently used model nobody is using.
       auto best = loaded_.end();
       for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
@@ -139,22 +172,44 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
         if (best == loaded_.end() || it->second.last_used_us < best->second.last_used_us) best = it;
       }
       if (best == loaded_.end()) {
-        return Status::ResourceExhausted("cannot load model '" + name + "': " +
-                                         std::to_string(options_.max_loaded) +
-                                         " models are loaded (MATRICXON_MAX_LOADED_MODELS) and all are busy");
+        return Status::ResourceExhausted(
+            "cannot load model '" + name + "': " + std::to_string(options_.max_loaded) +
+            " models are loaded or loading (MATRICXON_MAX_LOADED_MODELS) and all are busy");
       }
       MX_LOG(kInfo) << "unloading model " << best->first << " (least recently used) to load " << name;
       victim = std::move(best->second.served);
       loaded_.erase(best);
     }
+    loading = std::make_shared<Loading>();
+    loading_[name] = loading;
   }
   if (victim) DropAndWait(std::move(victim));
+  Result<std::shared_ptr<ServedModel>> result = Load(name, path);
+  std::shared_ptr<ServedModel> discarded;  // freed after the lock is let go
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loading_.erase(name);
+    if (result.ok() && stopping_.load()) {
+      discarded = std::move(*result);
+      result = Status::ResourceExhausted("cannot load model '" + name + "': the server is stopping");
+    } else if (result.ok()) {
+      loaded_[name] = Entry{*result, env_->NowMicros()};
+    }
+    loading->result = result;
+    loading->done = true;
+  }
+  loads_cv_.notify_all();
+  return result;
+}
 
+Result<std::shared_ptr<ServedModel>> ModelManager::Load(const std::string& name, const std::string& path) {
   const uint64_t t0 = env_->NowMicros();
   auto served = std::make_shared<ServedModel>();
   served->name = name;
   served->path = path;
-  MX_ASSIGN_OR_RETURN(served->model, engine::LoadedModel::Load(env_, path, {}));
+  engine::ModelLoadOptions load_options;
+  load_options.cancel = &stopping_;
+  MX_ASSIGN_OR_RETURN(served->model, engine::LoadedModel::Load(env_, path, load_options));
   if (const std::string mmproj = ProjectorOf(name); !mmproj.empty()) {
     auto projector = vision::Projector::Open(env_, mmproj);
     Status st = projector.ok() ? (*projector)->CheckMatchesModel(served->model->model->config().n_embd)
@@ -168,6 +223,7 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
   }
   engine::SchedulerOptions so = options_.scheduler;
   so.model_name = name;
+  so.cancel_start = &stopping_;
   MX_ASSIGN_OR_RETURN(served->scheduler, engine::Scheduler::Create(*served->model, so, env_));
   MX_LOG(kInfo) << "loaded model " << name << " from " << path << " in "
                 << (env_->NowMicros() - t0) / 1000 << " ms (context " << served->scheduler->n_ctx()
@@ -176,8 +232,6 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
                 << (served->model->family_detected ? "" : " (fallback)")
                 << (served->model->projector ? ", takes pictures (" + served->model->projector_path + ")" : "")
                 << ")";
-  std::lock_guard<std::mutex> lock(mu_);
-  loaded_[name] = Entry{served, env_->NowMicros()};
   return served;
 }
 
@@ -246,10 +300,21 @@ void ModelManager::UnloadIdle() {
   for (auto& s : idle) DropAndWait(std::move(s));
 }
 
-void ModelManager::Shutdown() {
-  std::vector<std::shared_ptr<ServedModel>> all;
+void ModelManager::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true);
+  }
+  loads_cv_.notify_all();
+}
+
+void ModelManager::Shutdown() {
+  Stop();
+  std::vector<std::shared_ptr<ServedModel>> all;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Loads in progress stop at their next check (stopping_).
+    loads_cv_.wait(lock, [&] { return loading_.empty(); });
     for (auto& [name, e] : loaded_) all.push_back(std::move(e.served));
     loaded_.clear();
   }

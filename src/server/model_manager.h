@@ -8,11 +8,17 @@
 // A ServedModel is handed out as a shared_ptr: a request holds it for the
 // whole reply, so unloading (which drops the manager's reference and then
 // waits) never cuts a reply in flight.
+// Loads run outside the manager's lock, one per model: a model that loads
+// slowly never delays another model's load (or any request for a loaded
+// model), and requests for a model being loaded wait for that one load.
+// Models loaded plus models loading never exceed `max_loaded`. Stop() makes
+// every load in progress give up at its next check, so shutdown is prompt.
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -81,7 +87,12 @@ class ModelManager {
   std::vector<std::shared_ptr<ServedModel>> Loaded();
   // Unloads models idle for longer than keep_alive_s (call periodically).
   void UnloadIdle();
-  // Unloads everything (waits for replies in flight).
+  // Refuses new loads (ResourceExhausted "the server is stopping") and
+  // cancels those in progress; requests for models loaded already still get
+  // them. Returns at once.
+  void Stop();
+  // Stop(), waits for the loads in progress to end, then unloads everything
+  // (waits for replies in flight).
   void Shutdown();
 
  private:
@@ -89,12 +100,19 @@ class ModelManager {
     std::shared_ptr<ServedModel> served;
     uint64_t last_used_us = 0;
   };
+  // One model's load in progress; requests for the same model wait on it.
+  struct Loading {
+    bool done = false;                    // guarded by mu_
+    Result<std::shared_ptr<ServedModel>> result = Status::Internal("loading");  // mu_, once done
+  };
+  // Loads `name` from `path` (no lock held).
+  Result<std::shared_ptr<ServedModel>> Load(const std::string& name, const std::string& path);
   Result<std::string> PathOf(const std::string& name);
   // NAME.mmproj.gguf or mmproj-NAME.gguf when one is a regular file of the
   // folder (that order); "" otherwise.
   std::string ProjectorOf(const std::string& name);
   // Whether a GGUF file of the folder is a projector by its header
-  // (remembered per path and size). REQUIRES: mu_ held.
+  // (remembered per path and size). Opens the file with no lock held.
   bool IsProjectorFile(const std::string& path, uint64_t size);
   // Drops the entry from the table and waits until its last user is done.
   void DropAndWait(std::shared_ptr<ServedModel> served);
@@ -104,11 +122,14 @@ class ModelManager {
 
   Env* env_;
   ModelManagerOptions options_;
-  std::mutex load_mu_;  // one load at a time; taken before mu_
   std::mutex mu_;
+  std::condition_variable loads_cv_;                                  // a load ended (mu_)
+  std::atomic<bool> stopping_{false};                                 // Stop() was called
   std::map<std::string, Entry> loaded_;                               // guarded by mu_
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> retiring_;  // ServedModel::retired of unloads; mu_
-  std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); mu_
+  std::map<std::string, std::shared_ptr<Loading>> loading_;           // guarded by mu_
+  std::mutex projector_mu_;
+  std::map<std::string, std::pair<uint64_t, bool>> projector_files_;  // path -> (size, is one); projector_mu_
 };
 
 }  // namespace mx::server

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <filesystem>
 
 #include "fifo_trap.h"
@@ -16,7 +19,28 @@ namespace fs = std::filesystem;
 // The default Env with a clock the test moves by hand.
 class FakeClockEnv : public Env {
  public:
-  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& p) override { return base_->MapReadOnly(p); }
+  Result<std::unique_ptr<MappedFile>> MapReadOnly(const std::string& p) override {
+    if (!gated_suffix.empty() && p.ends_with(gated_suffix)) {
+      ++gated_maps;
+      std::unique_lock<std::mutex> lock(gate_mu);
+      gate_cv.wait(lock, [&] { return gate_open; });
+    }
+    return base_->MapReadOnly(p);
+  }
+  // Maps of a file whose path ends with gated_suffix wait until OpenGate().
+  void CloseGate(const std::string& suffix) {
+    std::lock_guard<std::mutex> lock(gate_mu);
+    gate_open = false;
+    gated_maps = 0;
+    gated_suffix = suffix;
+  }
+  void OpenGate() {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      gate_open = true;
+    }
+    gate_cv.notify_all();
+  }
   Result<std::string> ReadFile(const std::string& p) override { return base_->ReadFile(p); }
   Status WriteFileAtomic(const std::string& p, std::string_view d, uint32_t m) override {
     return base_->WriteFileAtomic(p, d, m);
@@ -38,6 +62,11 @@ class FakeClockEnv : public Env {
   Status RandomBytes(void* buf, size_t n) override { return base_->RandomBytes(buf, n); }
 
   std::atomic<uint64_t> now_us{1000000};
+  std::string gated_suffix;  // set before the threads that map start
+  std::atomic<int> gated_maps{0};
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool gate_open = true;
 
  private:
   Env* base_ = Env::Default();
@@ -163,6 +192,73 @@ TEST_F(ModelManagerTest, UnloadWaitsForTheLastUser) {
   t.join();
   EXPECT_TRUE(unloaded.load());
   EXPECT_FALSE(Loaded(m, "a"));
+}
+
+// A model whose load is slow (its file is slow to map) delays neither
+// another model's load nor anything else; a second request for it shares
+// the load in progress.
+TEST_F(ModelManagerTest, ALoadNeverWaitsForAnotherModelsLoad) {
+  ModelManager m(&env_, Options(2, 0));
+  ASSERT_TRUE(m.List().ok());  // remembers which files are projectors
+  env_.CloseGate("/a.gguf");
+  auto first = std::async(std::launch::async, [&] { return m.Acquire("a"); });
+  while (env_.gated_maps.load() == 0) Env::Default()->SleepMicros(1000);
+  auto second = std::async(std::launch::async, [&] { return m.Acquire("a"); });
+  auto other = std::async(std::launch::async, [&] { return m.Acquire("b"); });
+  const bool other_done = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(other_done) << "loading b waited for a's load";
+  EXPECT_TRUE(Loaded(m, "b"));
+  EXPECT_FALSE(Loaded(m, "a"));
+  EXPECT_EQ(first.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  env_.OpenGate();
+  auto a1 = first.get();
+  auto a2 = second.get();
+  ASSERT_TRUE(a1.ok()) << a1.status().ToString();
+  ASSERT_TRUE(a2.ok()) << a2.status().ToString();
+  EXPECT_EQ(a1->get(), a2->get());       // one load, shared
+  EXPECT_EQ(env_.gated_maps.load(), 1);  // a's file was mapped once
+  if (other_done) {
+    EXPECT_TRUE(other.get().ok());
+  }
+}
+
+// Models loading count against max_loaded like models loaded.
+TEST_F(ModelManagerTest, ModelsLoadingCountAgainstTheLimit) {
+  ModelManager m(&env_, Options(1, 0));
+  ASSERT_TRUE(m.List().ok());
+  env_.CloseGate("/a.gguf");
+  auto first = std::async(std::launch::async, [&] { return m.Acquire("a"); });
+  while (env_.gated_maps.load() == 0) Env::Default()->SleepMicros(1000);
+  auto b = m.Acquire("b");
+  EXPECT_EQ(b.status().code(), Status::Code::kResourceExhausted) << b.status().ToString();
+  env_.OpenGate();
+  EXPECT_TRUE(first.get().ok());
+}
+
+// Stop() refuses new loads at once (the server is shutting down) and leaves
+// loaded models to the requests that hold them.
+TEST_F(ModelManagerTest, StopRefusesNewLoads) {
+  ModelManager m(&env_, Options(2, 0));
+  ASSERT_TRUE(m.Acquire("a").ok());
+  m.Stop();
+  auto b = m.Acquire("b");
+  EXPECT_EQ(b.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(b.status().message().find("stopping"), std::string::npos) << b.status().ToString();
+  EXPECT_TRUE(m.Acquire("a").ok());
+}
+
+// A vision projector (by name or by header) is no model: NotFound, and
+// nothing is loaded or unloaded for it.
+TEST_F(ModelManagerTest, ProjectorsAreNotModels) {
+  ModelManager m(&env_, Options(1, 0));
+  ASSERT_TRUE(m.Acquire("a").ok());
+  fs::copy_file(dir_ + "/b.gguf", dir_ + "/a.mmproj.gguf");
+  fs::copy_file(dir_ + "/b.gguf", dir_ + "/mmproj-a.gguf");
+  for (const std::string name : {"a.mmproj", "mmproj-a"}) {
+    auto r = m.Acquire(name);
+    EXPECT_EQ(r.status().code(), Status::Code::kNotFound) << name << ": " << r.status().ToString();
+  }
+  EXPECT_TRUE(Loaded(m, "a"));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ Result<ChatCall> ParseChatCall(ServerContext* ctx, const HttpRequest& req) {
       ParseOutputFields(body, req.body, &call.request.gen.format, &call.request.tools));
   MX_ASSIGN_OR_RETURN(call.model, ResolveModel(ctx, call.request.gen.model));
   MX_ASSIGN_OR_RETURN(call.prompt, ChatPromptFromBody(req.body));
+  // A client that leaves stops its template's render too.
+  if (req.exchange) call.prompt.should_stop = [ex = req.exchange] { return ex->disconnected(); };
   // tool_choice "none": the reply never calls a tool, so the template is
   // not shown any (the model then has nothing to call).
   if (call.request.tools.choice == ToolChoice::kNone) call.prompt.tools = jinja::Value::None();
@@ -200,6 +202,9 @@ void HttpServer::Stop() {
     stopping_ = true;
   }
   idle_cv_.notify_all();
+  // Loads in progress give up now: a worker stuck in a long load would
+  // otherwise hold the shutdown (which joins the workers) until it ends.
+  models_->Stop();
   http_->Stop();
 }
 

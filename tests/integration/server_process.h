@@ -90,6 +90,21 @@ class ServerProcess {
     return status;
   }
 
+  // Waits up to `timeout_ms` for the server to exit by itself (after a
+  // signal the test sent); true with its raw wait status in *status when it
+  // did. When it did not, it keeps running (Kill() ends it).
+  bool WaitExit(int timeout_ms, int* status) {
+    if (pid_ <= 0) return false;
+    for (int waited = 0; waited <= timeout_ms; waited += 20) {
+      if (waitpid(pid_, status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
   std::string Log() const {
     std::ifstream f(log_path_);
     std::stringstream ss;

@@ -246,6 +246,7 @@ Result<Value> Interpreter::EvalExpr(const Expr& e, const ScopePtr& scope) {
       for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
         MX_ASSIGN_OR_RETURN(Value k, Eval(*e.children[i], scope));
         MX_ASSIGN_OR_RETURN(Value v, Eval(*e.children[i + 1], scope));
+        MX_RETURN_IF_ERROR(ChargeTouched(k));  // hashed and compared
         if (!IsHashable(k))
           return TypeError("unhashable type: '" + std::string(k.TypeName()) + "'");
         d.Set(std::move(k), std::move(v));
@@ -278,7 +279,11 @@ Result<Value> Interpreter::EvalExpr(const Expr& e, const ScopePtr& scope) {
     case ExprKind::kBinary: {
       MX_ASSIGN_OR_RETURN(Value a, Eval(*e.children[0], scope));
       MX_ASSIGN_OR_RETURN(Value b, Eval(*e.children[1], scope));
-      return Binary(*this, e.bin_op, a, b);
+      MX_RETURN_IF_ERROR(ChargeTouched(a));
+      MX_RETURN_IF_ERROR(ChargeTouched(b));
+      MX_ASSIGN_OR_RETURN(Value r, Binary(*this, e.bin_op, a, b));
+      MX_RETURN_IF_ERROR(ChargeTouched(r));
+      return r;
     }
     case ExprKind::kCompare:
       return EvalCompare(e, scope);
@@ -317,6 +322,8 @@ Result<Value> Interpreter::EvalCompare(const Expr& e, const ScopePtr& scope) {
   MX_ASSIGN_OR_RETURN(Value left, Eval(*e.children[0], scope));
   for (size_t i = 0; i < e.cmp_ops.size(); ++i) {
     MX_ASSIGN_OR_RETURN(Value right, Eval(*e.children[i + 1], scope));
+    MX_RETURN_IF_ERROR(ChargeTouched(left));
+    MX_RETURN_IF_ERROR(ChargeTouched(right));
     MX_ASSIGN_OR_RETURN(bool ok, Compare(*this, e.cmp_ops[i], left, right));
     if (!ok) return Value::Bool(false);
     left = std::move(right);
@@ -330,6 +337,10 @@ Result<Value> Interpreter::EvalGetItem(const Expr& e, const ScopePtr& scope) {
   if (index.kind != ExprKind::kSlice) {
     MX_ASSIGN_OR_RETURN(Value key, Eval(index, scope));
     if (key.is_list()) MX_RETURN_IF_ERROR(ChargeWeight(key.weight()));  // hashing a tuple
+    // A string is indexed by code point (a scan) and a string key hashed;
+    // a list or dict lookup is O(1) and charged nothing more.
+    if (obj.is_string()) MX_RETURN_IF_ERROR(ChargeTouched(obj));
+    if (key.is_string()) MX_RETURN_IF_ERROR(ChargeTouched(key));
     return GetItem(obj, key);
   }
   Value bounds[3];
@@ -340,7 +351,11 @@ Result<Value> Interpreter::EvalGetItem(const Expr& e, const ScopePtr& scope) {
       bounds[i] = Value::None();
     }
   }
-  return Slice(*this, obj, bounds[0], bounds[1], bounds[2]);
+  MX_RETURN_IF_ERROR(ChargeTouched(obj));
+  MX_RETURN_IF_ERROR(ChargeCodePoints('s', "", obj));
+  MX_ASSIGN_OR_RETURN(Value r, Slice(*this, obj, bounds[0], bounds[1], bounds[2]));
+  MX_RETURN_IF_ERROR(ChargeTouched(r));
+  return r;
 }
 
 Result<CallArgs> Interpreter::EvalArgs(const Expr& e, size_t first, const ScopePtr& scope) {
@@ -390,27 +405,45 @@ Result<Value> Interpreter::EvalFilter(const Expr& e, const Value* input, const S
   }
   MX_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, scope));
   if (e.filter == nullptr) return RuntimeError("No filter named '" + e.name + "' found.");
-  return e.filter(*this, in, args);
+  return ApplyFilter(e.name, e.filter, in, args);
 }
 
 Result<Value> Interpreter::EvalTest(const Expr& e, const ScopePtr& scope) {
   MX_ASSIGN_OR_RETURN(Value in, Eval(*e.children[0], scope));
   MX_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, scope));
   if (e.test == nullptr) return RuntimeError("No test named '" + e.name + "' found.");
-  MX_ASSIGN_OR_RETURN(bool ok, e.test(*this, in, args));
+  MX_ASSIGN_OR_RETURN(bool ok, ApplyTest(e.name, e.test, in, args));
   return Value::Bool(ok);
 }
 
 Result<Value> Interpreter::CallFilter(std::string_view name, const Value& input, CallArgs args) {
   const FilterFn fn = FindFilter(name);
   if (fn == nullptr) return RuntimeError("No filter named " + py::ReprString(name) + ".");
+  return ApplyFilter(name, fn, input, args);
+}
+
+Result<Value> Interpreter::ApplyFilter(std::string_view name, FilterFn fn, const Value& input,
+                                       const CallArgs& args) {
+  MX_RETURN_IF_ERROR(ChargeTouched(input));
+  MX_RETURN_IF_ERROR(ChargeCodePoints('f', name, input));
+  MX_RETURN_IF_ERROR(ChargeTouched(args));
+  MX_ASSIGN_OR_RETURN(Value out, fn(*this, input, args));
+  MX_RETURN_IF_ERROR(ChargeTouched(out));
+  return out;
+}
+
+Result<bool> Interpreter::ApplyTest(std::string_view name, TestFn fn, const Value& input,
+                                    const CallArgs& args) {
+  MX_RETURN_IF_ERROR(ChargeTouched(input));
+  MX_RETURN_IF_ERROR(ChargeCodePoints('t', name, input));
+  MX_RETURN_IF_ERROR(ChargeTouched(args));
   return fn(*this, input, args);
 }
 
 Result<bool> Interpreter::CallTest(std::string_view name, const Value& input, CallArgs args) {
   const TestFn fn = FindTest(name);
   if (fn == nullptr) return RuntimeError("No test named " + py::ReprString(name) + ".");
-  return fn(*this, input, args);
+  return ApplyTest(name, fn, input, args);
 }
 
 Result<Value> Interpreter::CallValue(const Value& callee, CallArgs args) {
@@ -428,7 +461,12 @@ Result<Value> Interpreter::CallValue(const Value& callee, CallArgs args) {
         auto* loop = dynamic_cast<LoopObject*>(method->self().as_object().get());
         if (loop != nullptr) return CallLoop(*loop, method->name(), std::move(args));
       }
-      return CallMethod(*this, method->self(), method->name(), args);
+      MX_RETURN_IF_ERROR(ChargeTouched(method->self()));
+      MX_RETURN_IF_ERROR(ChargeCodePoints('m', method->name(), method->self()));
+      MX_RETURN_IF_ERROR(ChargeTouched(args));
+      MX_ASSIGN_OR_RETURN(Value out, CallMethod(*this, method->self(), method->name(), args));
+      MX_RETURN_IF_ERROR(ChargeTouched(out));
+      return out;
     }
   }
   if (callee.is_object()) {

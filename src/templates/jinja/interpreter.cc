@@ -3,6 +3,9 @@
 // entry point, the limits and the end-of-render cleanup.
 #include "templates/jinja/interpreter.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "templates/jinja/ops.h"
 #include "templates/jinja/pystr.h"
 
@@ -13,6 +16,8 @@ namespace {
 // recursion multiplies the parse-time nesting) fail instead of exhausting the
 // thread's stack.
 constexpr int kMaxEvalDepth = 1000;
+// How often (in steps) Charge asks RenderOptions::should_stop.
+constexpr uint64_t kStopCheckSteps = 1 << 16;
 
 }  // namespace
 
@@ -155,6 +160,7 @@ Result<std::string> Interpreter::Render(const Value& context, RenderErrorInfo* e
   if (r.ok()) return out;
   if (error_info != nullptr) {
     error_info->raised = raised_;
+    error_info->stopped = stopped_;
     error_info->line = error_line_;
   }
   if (raised_) return Status::InvalidArgument(r.status().message());
@@ -162,10 +168,20 @@ Result<std::string> Interpreter::Render(const Value& context, RenderErrorInfo* e
 }
 
 Status Interpreter::Charge(uint64_t units) {
+  const uint64_t before = steps_;
   steps_ += units;
-  if (steps_ > limits_.max_steps) {
+  if (steps_ > limits_.max_steps || steps_ < before) {
+    steps_ = limits_.max_steps + 1;
     return Status::ResourceExhausted("rendering took more than " +
                                      std::to_string(limits_.max_steps) + " steps (max_steps)");
+  }
+  // Whoever asked for the render may give up on it (a client that left, a
+  // deadline): asked every kStopCheckSteps steps, so at most about 3 ms apart.
+  if (options_.should_stop && (steps_ / kStopCheckSteps) != (before / kStopCheckSteps) &&
+      options_.should_stop()) {
+    stopped_ = true;
+    return Status::ResourceExhausted("rendering was stopped after " + std::to_string(steps_) +
+                                     " steps: the request was cancelled or its deadline passed");
   }
   return Status::Ok();
 }
@@ -187,6 +203,57 @@ Status Interpreter::CheckItems(size_t n) {
   return Charge(n / 16);
 }
 
+Status Runtime::ChargeTouched(const Value& v) {
+  if (v.is_string()) return Charge(v.as_string().size() / kTouchBytesPerStep);
+  if (v.is_list()) return Charge(v.as_list().size() / 16);
+  if (v.is_dict()) return Charge(v.as_dict().size() / 16);
+  return Status::Ok();
+}
+
+Status Runtime::ChargeTouched(const CallArgs& args) {
+  for (const Value& v : args.positional) MX_RETURN_IF_ERROR(ChargeTouched(v));
+  for (const auto& [name, v] : args.keywords) MX_RETURN_IF_ERROR(ChargeTouched(v));
+  return Status::Ok();
+}
+
+uint64_t Runtime::CodePointBytesPerStep(char kind, std::string_view name) {
+  auto in = [name](std::initializer_list<std::string_view> names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  switch (kind) {
+    case 'f':
+      if (in({"upper", "lower", "title", "capitalize", "wordcount"})) return 1;
+      if (in({"trim", "reverse", "truncate", "indent"})) return 4;
+      return 0;
+    case 't':
+      return in({"lower", "upper"}) ? 1 : 0;
+    case 'm':
+      if (name.starts_with("is") ||
+          in({"upper", "lower", "title", "capitalize", "swapcase", "casefold"})) {
+        return 1;
+      }
+      if (in({"strip", "lstrip", "rstrip", "splitlines", "rsplit", "format"})) return 4;
+      return 0;
+    case 's':
+      return 4;
+  }
+  return 0;
+}
+
+Status Runtime::ChargeCodePoints(char kind, std::string_view name, const Value& input) {
+  if (kind == 'f' && (name == "unique" || name == "sort" || name == "dictsort" ||
+                      name == "groupby" || name == "min" || name == "max")) {
+    // They compare, hash and (case_sensitive=false, the default) case-fold
+    // every string inside their input: 1 step per byte, 2 per item.
+    const uint64_t w = input.weight();
+    return Charge(w > UINT64_MAX / 2 ? UINT64_MAX / 2 : 2 * w);
+  }
+  if (!input.is_string()) return Status::Ok();
+  const uint64_t bytes_per_step = CodePointBytesPerStep(kind, name);
+  if (bytes_per_step == 0) return Status::Ok();
+  return Charge(input.as_string().size() / bytes_per_step);
+}
+
 Result<std::string> Interpreter::ToStr(const Value& v) {
   if (v.is_string()) return v.as_string();
   std::string s = v.Str(limits_.max_output_bytes + 1);
@@ -205,6 +272,7 @@ Status Interpreter::RuntimeError(std::string message) const {
 }
 
 Status Interpreter::Write(std::string_view text) {
+  MX_RETURN_IF_ERROR(Charge(text.size() / kTouchBytesPerStep));
   if (out_->size() + text.size() > limits_.max_output_bytes) {
     return Status::ResourceExhausted("output larger than " +
                                      std::to_string(limits_.max_output_bytes) +

@@ -148,6 +148,14 @@ class Interpreter final : public Runtime {
   // `filter` applied to `input` (filter blocks pass the captured body).
   Result<Value> EvalFilter(const Expr& e, const Value* input, const ScopePtr& scope);
   Result<Value> EvalTest(const Expr& e, const ScopePtr& scope);
+  // Runs a filter / test, charged for its input, arguments and result
+  // (Runtime::ChargeTouched).
+  // (Runtime::ChargeTouched, ChargeCodePoints for the filters / tests that
+  // decode code points).
+  Result<Value> ApplyFilter(std::string_view name, FilterFn fn, const Value& input,
+                            const CallArgs& args);
+  Result<bool> ApplyTest(std::string_view name, TestFn fn, const Value& input,
+                         const CallArgs& args);
   Result<Value> CallMacro(const MacroCallable& macro, CallArgs args);
   Result<Value> CallBuiltin(const BuiltinCallable& fn, CallArgs args);
   Result<Value> CallLoop(LoopObject& loop, std::string_view method, CallArgs args);
@@ -166,6 +174,7 @@ class Interpreter final : public Runtime {
   int eval_depth_ = 0;
   int error_line_ = 0;
   bool raised_ = false;
+  bool stopped_ = false;  // RenderOptions::should_stop said so
   // Strong references to every scope a closure captured and every mutable
   // object created, released (cleared) at the end of the render so that
   // reference cycles through them (a macro stored in its own scope, a

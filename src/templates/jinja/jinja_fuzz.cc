@@ -4,7 +4,12 @@
 // content; one minimal with `tools` undefined) under small limits, so that every
 // limit is reachable. It aborts when a render returns more than the output
 // limit or an error without the "chat template ..." location (other than the
-// template's own raise_exception); ASan and UBSan catch the rest.
+// template's own raise_exception), and when one render takes more than 2 s of
+// CPU (under max_steps = 100 000 a render does at most a few ms of work, so
+// a slow one is work that no step paid for: an operation not charged by the
+// bytes it touches); ASan and UBSan catch the rest.
+#include <time.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -46,11 +51,20 @@ const Value& Context(std::string_view json) {
   return *new Value(*v);
 }
 
+// CPU seconds of this thread (immune to the machine's other load).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 void RenderOnce(const mx::jinja::Template& t, const Value& ctx) {
   mx::jinja::RenderOptions options;
   options.now = mx::jinja::DateTime{2026, 1, 15, 0, 0, 0};
   mx::jinja::RenderErrorInfo info;
+  const double cpu0 = ThreadCpuSeconds();
   auto out = t.Render(ctx, options, &info);
+  if (ThreadCpuSeconds() - cpu0 > 2.0) std::abort();  // unpaid work
   if (out.ok()) {
     if (out->size() > t.limits().max_output_bytes) std::abort();
     return;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +181,60 @@ TEST(JinjaLimitsTest, SubstringSearchIsLinear) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(Render(src), "False-110");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Every operation is charged for the bytes it touches: a template that
+// applies any string operation to a 16 MB string in a loop stops at
+// max_steps (in ~20 rounds) instead of running for hours.
+TEST(JinjaLimitsTest, EveryStringOperationIsChargedByTheBytesItTouches) {
+  const std::vector<std::string> ops = {
+      "s.upper()", "s.lower()", "s.title()", "s.capitalize()", "s.swapcase()", "s.casefold()",
+      "s.strip()", "s.lstrip('y')", "s.rstrip('y')", "s.splitlines()", "s.startswith('y')",
+      "s.endswith('y')", "'y' in s", "'y' not in s", "s.find('y')", "s.rfind('y')",
+      "s.count('y')", "s.replace('y', 'z')", "s.split('y')", "s.rsplit('y')", "s.partition('y')",
+      "s.removeprefix('y')", "s.removesuffix('y')", "s.isdigit()", "s.isupper()", "s.zfill(5)",
+      "s.center(5)", "s.format()", "s|upper", "s|lower", "s|trim",
+      "s|length", "s|count", "s|wordcount", "s|capitalize", "s|title", "s|center(10)",
+      "s|replace('y', 'z')", "s|indent", "s|string", "s|first", "s|last", "s|reverse", "s|e",
+      "s|tojson", "s|truncate(10)", "s|safe", "s|min", "s[1:]", "s[::-1]", "s[5]", "s[-1]",
+      "s == t", "s < t", "s ~ ''", "s + ''", "'%s'|format(s)", "'%s' % s", "[s]|join",
+      "[s, s]|join('')", "'-'.join([s])", "s is lower", "s is string", "{s: 1}", "{'k': 1}[s]",
+      "[s]|map('upper')|list", "[s]|select('lower')|list", "[s]|unique|list", "[s]|sort",
+      "[s]|min", "[s]|max", "{s: 1}|dictsort", "[{'a': s}]|groupby('a')|list", "s in [t]",
+      "[s] == [t]", "[s].count(t)", "[s].index(s)", "[s]|tojson", "loop.changed(s)"};
+  for (const std::string& op : ops) {
+    const std::string src =
+        "{% set s = 'x' * 16000000 %}{% set t = 'x' * 16000000 %}"
+        "{% for i in range(100000) %}{% set r = " +
+        op + " %}{% endfor %}";
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status st = RenderStatus(src);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(IsResourceExhausted(st)) << op << ": " << st.ToString();
+    // max_steps, or for the few that build something huge first max_items /
+    // max_output_bytes.
+    EXPECT_NE(st.message().find("(max_"), std::string::npos) << op << ": " << st.ToString();
+    // Does not hang: the budget is about a second of work, far under this.
+    EXPECT_LT(s, 20.0) << op;
+    std::fprintf(stderr, "%-28s %.2f s\n", op.c_str(), s);
+  }
+}
+
+// RenderOptions::should_stop ends a render that is under its limits but no
+// longer wanted (the client left).
+TEST(JinjaLimitsTest, ShouldStopEndsTheRender) {
+  auto t = Template::Parse("{% for i in range(100000) %}{% for j in range(100) %}{% endfor %}{% endfor %}");
+  ASSERT_TRUE(t.ok());
+  int asked = 0;
+  RenderOptions options;
+  options.should_stop = [&asked] { return ++asked >= 3; };
+  RenderErrorInfo info;
+  auto r = t->Render(Value::MakeDict({}), options, &info);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsResourceExhausted(r.status())) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("rendering was stopped"), std::string::npos);
+  EXPECT_TRUE(info.stopped);
+  EXPECT_EQ(asked, 3);
 }
 
 TEST(JinjaLimitsTest, SelfReferencingNamespacePrints) {

@@ -292,6 +292,15 @@ std::string ObjectTypeRepr(const Value& v) {
 }
 
 Value MissingAttribute(const Value& obj, std::string_view name) {
+  // A huge name (a string key) is cut short in the message, at a character
+  // boundary: building the message must not cost its size.
+  constexpr size_t kMaxNameBytes = 1000;
+  if (name.size() > kMaxNameBytes) {
+    size_t cut = kMaxNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    return Value::Undefined(py::ReprString(ObjectTypeRepr(obj)) + " has no attribute " +
+                            py::ReprString(name.substr(0, cut)) + "...");
+  }
   return Value::Undefined(py::ReprString(ObjectTypeRepr(obj)) + " has no attribute " +
                           py::ReprString(name));
 }

@@ -46,6 +46,29 @@ class Runtime {
   // Charges a deep operation (==, <, in, hashing) over values of this weight
   // (Value::weight()): one step per 8 units.
   Status ChargeWeight(uint64_t weight) { return Charge(weight / 8); }
+  // Charges an operation (a filter, test, method, operator, subscript or
+  // print) for the data it reads or makes, whatever the operation: every
+  // string operand or result costs one step per kTouchBytesPerStep bytes,
+  // every list or dict one step per 16 items (its top level; deep operations
+  // add ChargeWeight). The evaluator charges each operation's operands
+  // before it runs and its result after, so no filter or method can scan a
+  // large string for free.
+  static constexpr uint64_t kTouchBytesPerStep = 16;
+  Status ChargeTouched(const Value& v);
+  Status ChargeTouched(const CallArgs& args);
+  // Operations that walk a string code point by code point cost more per
+  // byte than a scan or a copy: case mapping, the is... predicates, the
+  // lower / upper tests, title, capitalize, wordcount (up to ~50 ns a byte)
+  // pay one more step per byte of their string input; strip / trim,
+  // splitlines, rsplit, reverse, truncate, indent, str.format and slices
+  // (~5-10 ns a byte) one more per 4 bytes. So the budget stays about a
+  // second of work whichever operation spends it. The filters that compare
+  // and case-fold every item (unique, sort, dictsort, groupby, min, max) pay
+  // 2 steps per unit of their input's weight (1 per byte of its strings).
+  // `kind` is 'f' (filter),
+  // 't' (test), 'm' (str method) or 's' (slice); 0: no extra charge.
+  static uint64_t CodePointBytesPerStep(char kind, std::string_view name);
+  Status ChargeCodePoints(char kind, std::string_view name, const Value& input);
   // Fails with ResourceExhausted when a string of `bytes` is larger than the
   // largest value a template may build (Limits::max_output_bytes); charges it.
   virtual Status CheckString(size_t bytes) = 0;

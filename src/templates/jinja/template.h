@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,8 +41,10 @@ struct Limits {
   // Rendered text, and also the largest string a template may build.
   size_t max_output_bytes = 16 << 20;
   // Evaluation steps per render: one per statement, expression and loop
-  // iteration, plus one per 16 bytes of strings built. A 30-turn chat with
-  // tools takes well under 100 000.
+  // iteration, plus one per 16 bytes of every string an operation reads,
+  // builds or prints (filters, tests, methods, operators, subscripts: the
+  // bytes they touch) and one per 16 items of lists and dicts. A 30-turn
+  // chat with tools takes well under 100 000.
   uint64_t max_steps = 20'000'000;
   // Macro calls nested deeper than this fail (recursive macros).
   int max_call_depth = 64;
@@ -64,6 +67,11 @@ struct DateTime {
 struct RenderOptions {
   // What strftime_now(format) formats (C locale).
   DateTime now;
+  // Asked every 65 536 steps (a few ms) while rendering; true stops the
+  // render with ResourceExhausted "rendering was stopped ..." (a client that
+  // left, a deadline that passed). Empty: never stops early. Called on the
+  // rendering thread.
+  std::function<bool()> should_stop;
 };
 
 // Where a render failed (filled by Render on failure when asked for).
@@ -71,6 +79,8 @@ struct RenderErrorInfo {
   // The template called raise_exception(): the message is the template's own,
   // meant for the client ("Conversation roles must alternate ...").
   bool raised = false;
+  // RenderOptions::should_stop stopped the render.
+  bool stopped = false;
   int line = 0;  // 1-based template line of the failing statement or expression
 };
 

@@ -203,7 +203,7 @@ uint32_t Value::depth() const {
 uint64_t Value::weight() const {
   switch (kind_) {
     case Kind::kString:
-      return 1 + as_string().size() / 64;
+      return 1 + as_string().size() / 2;
     case Kind::kList:
       return static_cast<const ListData*>(ptr_.get())->weight;
     case Kind::kDict:

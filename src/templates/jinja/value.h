@@ -143,8 +143,10 @@ class Value {
   // Nesting depth of lists and dicts (a scalar is 0). Objects count as 1.
   uint32_t depth() const;
   // What a deep operation (==, <, hashing) may cost on this value: 1 per
-  // element, counting shared sub-structures once per reference, plus 1 per 64
-  // bytes of strings; saturates. Objects count as 1 (compared by identity).
+  // element, counting shared sub-structures once per reference, plus 1 per 2
+  // bytes of strings (Runtime::ChargeWeight's 1 step per 8 units is then 1
+  // per 16 bytes, as for every operation); saturates. Objects count as 1
+  // (compared by identity).
   uint64_t weight() const;
 
   // Python truthiness.
