@@ -31,6 +31,15 @@ inline std::vector<float> RandomVec(int64_t n, uint32_t seed, float scale = 1.0f
   return v;
 }
 
+// A test run once on every kernel path this CPU has (SetActiveIsa), the
+// fastest path active again afterwards.
+class IsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(SetActiveIsa(GetParam())); }
+  void TearDown() override { SetActiveIsa(AvailableIsas().back()); }
+};
+inline std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) { return IsaName(info.param); }
+
 // ------------------------------------------------- test-side dequantization
 // Straight from the element-index formulas of ENGINE-FACTS §2, in double.
 
