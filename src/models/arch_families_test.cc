@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/runner.h"
 #include "ref_data.h"
+#include "scratch_dir.h"
 
 namespace mx::models {
 namespace {
@@ -25,22 +26,9 @@ std::string RefPath(const std::string& name) {
   return mx::testing::RefDir() + "/models/" + name + ".gguf";
 }
 
-fs::path TempDirOfThisProcess() {
-  return fs::path(::testing::TempDir()) / ("mx_arch_" + std::to_string(getpid()));
-}
 std::string TempPath(const std::string& name) {
-  fs::create_directories(TempDirOfThisProcess());
-  return (TempDirOfThisProcess() / name).string();
+  return testing_support::ProcessTempPath("arch_" + name);
 }
-// The files this process wrote are removed when its tests end.
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(TempDirOfThisProcess(), ec);
-  }
-};
-const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 // A copy of ref model `name` without the keys in `remove_keys` and the
 // tensors in `drop_tensors`, plus what `set` writes.

@@ -17,29 +17,16 @@
 #include "kernels/kernels.h"
 #include "models/model.h"
 #include "models/runner.h"
+#include "scratch_dir.h"
 
 namespace mx::models {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path TempDirOfThisProcess() {
-  return fs::path(::testing::TempDir()) / ("mx_synth_" + std::to_string(getpid()));
-}
 std::string TempPath(const std::string& name) {
-  const fs::path dir = TempDirOfThisProcess();
-  fs::create_directories(dir);
-  return (dir / name).string();
+  return testing_support::ProcessTempPath("synth_" + name);
 }
-// The models this process wrote are removed when its tests end.
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(TempDirOfThisProcess(), ec);
-  }
-};
-const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 // A small model whose rows (256, 512 values) suit every block type.
 SyntheticSpec SmallSpec() {

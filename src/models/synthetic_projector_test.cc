@@ -14,29 +14,16 @@
 
 #include "gguf/gguf_file.h"
 #include "models/synthetic_model.h"
+#include "scratch_dir.h"
 
 namespace mx::models {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path TempDirOfThisProcess() {
-  return fs::path(::testing::TempDir()) / ("mx_proj_" + std::to_string(getpid()));
-}
 std::string TempPath(const std::string& name) {
-  const fs::path dir = TempDirOfThisProcess();
-  fs::create_directories(dir);
-  return (dir / name).string();
+  return testing_support::ProcessTempPath("proj_" + name);
 }
-// The files this process wrote are removed when its tests end.
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(TempDirOfThisProcess(), ec);
-  }
-};
-const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
 
 const std::string kRefPath = std::string(MATRICXON_REF_DIR) + "/models/tiny-qwen35-mmproj.gguf";
 

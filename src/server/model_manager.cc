@@ -204,6 +204,7 @@ Result<std::shared_ptr<ServedModel>> ModelManager::Acquire(const std::string& na
 
 Result<std::shared_ptr<ServedModel>> ModelManager::Load(const std::string& name, const std::string& path) {
   const uint64_t t0 = env_->NowMicros();
+  MX_LOG(kInfo) << "loading model " << name << " from " << path;  // a long load shows in the log
   auto served = std::make_shared<ServedModel>();
   served->name = name;
   served->path = path;

@@ -74,11 +74,8 @@ struct Reply {
   std::string raw;
 };
 
-inline Reply Post(int port, const std::string& path, const std::string& body,
-           const httplib::Headers& headers = {}) {
-  httplib::Client cli("127.0.0.1", port);
-  cli.set_read_timeout(120, 0);
-  auto res = cli.Post(path.c_str(), headers, body, "application/json");
+// What a client call returned (status 0 when there was no answer).
+inline Reply ToReply(const httplib::Result& res) {
   Reply r;
   if (!res) return r;
   r.status = res->status;
@@ -87,15 +84,19 @@ inline Reply Post(int port, const std::string& path, const std::string& body,
   return r;
 }
 
+// A POST that waits at most `timeout_s` for its answer (a test of "does
+// not hang" passes a short one).
+inline Reply Post(int port, const std::string& path, const std::string& body,
+                  const httplib::Headers& headers = {}, int timeout_s = 120) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(timeout_s, 0);
+  cli.set_write_timeout(timeout_s, 0);
+  return ToReply(cli.Post(path.c_str(), headers, body, "application/json"));
+}
+
 inline Reply Get(int port, const std::string& path) {
   httplib::Client cli("127.0.0.1", port);
-  auto res = cli.Get(path.c_str());
-  Reply r;
-  if (!res) return r;
-  r.status = res->status;
-  r.raw = res->body;
-  r.body = Json::parse(res->body, nullptr, false);
-  return r;
+  return ToReply(cli.Get(path.c_str()));
 }
 
 // Parses an SSE body into its JSON events; *done says whether [DONE] ended it.

@@ -28,12 +28,7 @@ Reply Send(int port, const std::string& method, const std::string& path, const s
   httplib::Result res = method == "PUT"      ? cli.Put(path, headers, body, "application/json")
                         : method == "DELETE" ? cli.Delete(path, headers)
                                              : cli.Get(path, headers);
-  Reply r;
-  if (!res) return r;
-  r.status = res->status;
-  r.raw = res->body;
-  r.body = Json::parse(res->body, nullptr, false);
-  return r;
+  return ToReply(res);
 }
 
 std::string ReadAll(const std::string& path) {

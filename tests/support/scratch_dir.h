@@ -40,6 +40,26 @@ class ScratchDir {
   std::string path_;
 };
 
+// A folder of this test process, removed with everything in it when the
+// process's tests end (for files several tests of a binary share).
+inline std::filesystem::path ProcessTempDir() {
+  return std::filesystem::path(::testing::TempDir()) / ("mx_process_" + std::to_string(::getpid()));
+}
+class RemoveProcessTempDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(ProcessTempDir(), ec);
+  }
+};
+inline ::testing::Environment* const kRemoveProcessTempDir =
+    ::testing::AddGlobalTestEnvironment(new RemoveProcessTempDir);
+// `name` in ProcessTempDir() (the folder is made when missing).
+inline std::string ProcessTempPath(const std::string& name) {
+  std::filesystem::create_directories(ProcessTempDir());
+  return (ProcessTempDir() / name).string();
+}
+
 inline std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
