@@ -7,6 +7,7 @@
 
 #include "image/image_decode.h"
 #include "image/preprocess.h"
+#include "server/http_types.h"
 #include "server/picture_fetch.h"
 #include "vision/projector.h"
 
@@ -14,11 +15,6 @@ namespace mx::server {
 namespace {
 
 using jinja::Value;
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 int Base64Value(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -29,13 +25,12 @@ int Base64Value(unsigned char c) {
   return -1;
 }
 
-// A URL shown in an error: never all of a data: URL, never a query string.
-std::string Shown(const std::string& url) {
+}  // namespace
+
+std::string ShownPictureUrl(const std::string& url) {
   std::string s = url.substr(0, std::min<size_t>(url.find_first_of("?#"), 80));
   return s.size() < url.size() ? s + "..." : s;
 }
-
-}  // namespace
 
 ImageInputOptions ImageOptions(const ServerOptions& o) {
   ImageInputOptions io;
@@ -54,7 +49,7 @@ Result<std::string> DecodeDataUrl(const std::string& url) {
   if (url.compare(0, 5, "data:") != 0 || comma == std::string::npos) {
     return Status::InvalidArgument("not a data: URL (expected data:image/...;base64,...)");
   }
-  const std::string header = Lower(url.substr(5, comma - 5));
+  const std::string header = AsciiLower(url.substr(5, comma - 5));
   if (header.size() < 7 || header.compare(header.size() - 7, 7, ";base64") != 0) {
     return Status::InvalidArgument("data: URL '" + header +
                                    "' is not base64 (expected data:image/...;base64,...)");
@@ -90,7 +85,7 @@ Result<std::string> DecodeDataUrl(const std::string& url) {
 
 bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std::string* bytes,
                   ImageError* error) {
-  const std::string scheme = Lower(url.substr(0, std::min(url.find(':'), url.size())));
+  const std::string scheme = AsciiLower(url.substr(0, std::min(url.find(':'), url.size())));
   if (scheme == "data") {
     // Base64 is 4/3 of the bytes: refuse an oversized picture before decoding it.
     const size_t comma = url.find(',');
@@ -110,7 +105,7 @@ bool LoadImageUrl(const std::string& url, const ImageInputOptions& options, std:
     return true;
   }
   if (scheme == "http" || scheme == "https") return FetchPicture(url, options, bytes, error);
-  *error = {400, "picture URL " + Shown(url) + ": expected a data: URL" +
+  *error = {400, "picture URL " + ShownPictureUrl(url) + ": expected a data: URL" +
                      (options.url_hosts.empty() ? std::string()
                                                 : " or an http(s) URL of an allowed host")};
   return false;
@@ -125,34 +120,29 @@ constexpr int kConcurrentPictureChecks = 2;
 class PictureCheckSlot {
  public:
   PictureCheckSlot() {
-    std::unique_lock<std::mutex> lock(Mu());
-    Cv().wait(lock, [] { return Used() < kConcurrentPictureChecks; });
-    ++Used();
+    std::unique_lock<std::mutex> lock(shared_.mu);
+    shared_.cv.wait(lock, [] { return shared_.used < kConcurrentPictureChecks; });
+    ++shared_.used;
   }
   ~PictureCheckSlot() {
     {
-      std::lock_guard<std::mutex> lock(Mu());
-      --Used();
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      --shared_.used;
     }
-    Cv().notify_one();
+    shared_.cv.notify_one();
   }
   PictureCheckSlot(const PictureCheckSlot&) = delete;
   PictureCheckSlot& operator=(const PictureCheckSlot&) = delete;
 
  private:
-  static std::mutex& Mu() {
-    static std::mutex mu;
-    return mu;
-  }
-  static std::condition_variable& Cv() {
-    static std::condition_variable cv;
-    return cv;
-  }
-  static int& Used() {
-    static int used = 0;
-    return used;
-  }
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int used = 0;  // guarded by mu
+  };
+  static Shared shared_;
 };
+PictureCheckSlot::Shared PictureCheckSlot::shared_;
 
 // Decodes a picture file and lays it on the model's canvas; *pixel_hash
 // (optional) gets the decoded picture's hash.

@@ -27,6 +27,10 @@ struct ImageInputOptions {
 // The server's picture settings.
 ImageInputOptions ImageOptions(const ServerOptions& o);
 
+// A picture URL as errors show it: at most its first 80 bytes (never all of
+// a data: URL), never its query string.
+std::string ShownPictureUrl(const std::string& url);
+
 // A failure with the HTTP code it answers with: 413 for a picture over the
 // byte limit, 400 for everything else the client sent.
 struct ImageError {

@@ -13,19 +13,10 @@
 #include <mutex>
 #include <thread>
 
+#include "server/http_types.h"
+
 namespace mx::server {
 namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-// A URL shown in an error: never a query string.
-std::string Shown(const std::string& url) {
-  std::string s = url.substr(0, std::min<size_t>(url.find_first_of("?#"), 80));
-  return s.size() < url.size() ? s + "..." : s;
-}
 
 struct HttpUrl {
   std::string scheme, host, path;
@@ -36,15 +27,15 @@ struct HttpUrl {
 Result<HttpUrl> ParseHttpUrl(const std::string& url) {
   HttpUrl u;
   const size_t colon = url.find("://");
-  u.scheme = Lower(url.substr(0, colon));
+  u.scheme = AsciiLower(url.substr(0, colon));
   const size_t host_at = colon + 3;
   const size_t path_at = std::min(url.find_first_of("/?#", host_at), url.size());
   std::string authority = url.substr(host_at, path_at - host_at);
   if (authority.find('@') != std::string::npos) {
-    return Status::InvalidArgument("picture URL " + Shown(url) + ": user names in URLs are refused");
+    return Status::InvalidArgument("picture URL " + ShownPictureUrl(url) + ": user names in URLs are refused");
   }
   if (authority.empty() || authority[0] == '[') {
-    return Status::InvalidArgument("picture URL " + Shown(url) + ": expected a host name");
+    return Status::InvalidArgument("picture URL " + ShownPictureUrl(url) + ": expected a host name");
   }
   u.port = u.scheme == "https" ? 443 : 80;
   if (const size_t c = authority.find(':'); c != std::string::npos) {
@@ -52,12 +43,12 @@ Result<HttpUrl> ParseHttpUrl(const std::string& url) {
     char* end = nullptr;
     const long p = std::strtol(port.c_str(), &end, 10);
     if (port.empty() || *end != '\0' || p < 1 || p > 65535) {
-      return Status::InvalidArgument("picture URL " + Shown(url) + ": bad port '" + port + "'");
+      return Status::InvalidArgument("picture URL " + ShownPictureUrl(url) + ": bad port '" + port + "'");
     }
     u.port = static_cast<int>(p);
     authority.resize(c);
   }
-  u.host = Lower(authority);
+  u.host = AsciiLower(authority);
   u.path = path_at < url.size() ? url.substr(path_at) : "/";
   if (u.path[0] != '/') u.path = "/" + u.path;
   if (const size_t hash = u.path.find('#'); hash != std::string::npos) u.path.resize(hash);
@@ -167,7 +158,7 @@ bool FetchPicture(const std::string& url, const ImageInputOptions& options, std:
   const HttpUrl& u = *parsed;
   const auto& hosts = options.url_hosts;
   if (std::find(hosts.begin(), hosts.end(), u.host) == hosts.end()) {
-    *error = {400, "picture URL " + Shown(url) + ": the server does not fetch from '" + u.host +
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": the server does not fetch from '" + u.host +
                        "' (only hosts listed in MATRICXON_IMAGE_URL_HOSTS; send the picture as a data: URL)"};
     return false;
   }
@@ -180,7 +171,7 @@ bool FetchPicture(const std::string& url, const ImageInputOptions& options, std:
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = getaddrinfo(u.host.c_str(), nullptr, &hints, &found); rc != 0) {
-    *error = {400, "picture URL " + Shown(url) + ": '" + u.host + "' does not resolve (" + gai_strerror(rc) + ")"};
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": '" + u.host + "' does not resolve (" + gai_strerror(rc) + ")"};
     return false;
   }
   std::string chosen, refused, refused_kind;
@@ -188,7 +179,7 @@ bool FetchPicture(const std::string& url, const ImageInputOptions& options, std:
     const std::string ip = AddressText(a->ai_addr);
     if (ip.empty()) continue;
     const std::string kind = NonPublicAddressKind(ip);
-    if (kind.empty() || std::find(hosts.begin(), hosts.end(), Lower(ip)) != hosts.end()) {
+    if (kind.empty() || std::find(hosts.begin(), hosts.end(), AsciiLower(ip)) != hosts.end()) {
       chosen = ip;
     } else if (refused.empty()) {
       refused = ip;
@@ -197,7 +188,7 @@ bool FetchPicture(const std::string& url, const ImageInputOptions& options, std:
   }
   freeaddrinfo(found);
   if (chosen.empty()) {
-    *error = {400, "picture URL " + Shown(url) + ": '" + u.host + "' is " +
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": '" + u.host + "' is " +
                        (refused.empty() ? std::string("not an address the server can reach")
                                         : refused + ", a " + refused_kind + " address") +
                        "; the server fetches from loopback, link-local and private addresses only when "
@@ -227,21 +218,21 @@ bool FetchPicture(const std::string& url, const ImageInputOptions& options, std:
     return true;
   });
   if (too_big) {
-    *error = {413, "picture URL " + Shown(url) + ": more than the limit of " +
+    *error = {413, "picture URL " + ShownPictureUrl(url) + ": more than the limit of " +
                        std::to_string(options.max_bytes >> 20) + " MiB (MATRICXON_IMAGE_MAX_MB)"};
     return false;
   }
   if (deadline.expired()) {
-    *error = {400, "picture URL " + Shown(url) + ": not fetched within " + std::to_string(options.fetch_timeout_s) +
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": not fetched within " + std::to_string(options.fetch_timeout_s) +
                        " s (MATRICXON_IMAGE_FETCH_TIMEOUT_S)"};
     return false;
   }
   if (!res) {
-    *error = {400, "picture URL " + Shown(url) + ": fetch failed (" + httplib::to_string(res.error()) + ")"};
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": fetch failed (" + httplib::to_string(res.error()) + ")"};
     return false;
   }
   if (res->status != 200) {
-    *error = {400, "picture URL " + Shown(url) + ": the server answered HTTP " + std::to_string(res->status) +
+    *error = {400, "picture URL " + ShownPictureUrl(url) + ": the server answered HTTP " + std::to_string(res->status) +
                        (res->status / 100 == 3 ? " (redirects are not followed)" : "")};
     return false;
   }

@@ -5,6 +5,8 @@
 // and the checks are on what the server makes of them: message.tool_calls,
 // delta.tool_calls, finish_reason, schema-valid JSON.
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <signal.h>
 
 #include <filesystem>
@@ -337,6 +339,33 @@ TEST_F(ToolsServerTest, GrammarAndSchemaErrorsNameTheProblem) {
   ASSERT_EQ(c.status, 200) << c.raw;
   const std::string text = c.body["choices"][0]["text"];
   EXPECT_TRUE(text == "yes" || text == "no") << text;
+}
+
+// Hostile grammars through the server: a surrogate escape (would let
+// through text that is not UTF-8) and a grammar that allows no text (once
+// an empty "stop") are 400 naming the problem; a 100,000-value enum is
+// refused before its grammar is built (it once took seconds of building).
+TEST_F(ToolsServerTest, HostileGrammarsAreRefusedBeforeGenerating) {
+  Json body = Body("qwen3", false);
+  body["grammar"] = "root ::= \"\\uD800\"";
+  Reply r = Chat(body);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_NE(r.raw.find("UTF-16 surrogate"), std::string::npos) << r.raw;
+  body["grammar"] = "root ::= \"a\" x\nx ::= \"b\" x";
+  r = Chat(body);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_NE(r.raw.find("the grammar allows no text"), std::string::npos) << r.raw;
+  body.erase("grammar");
+  Json values = Json::array();
+  for (int i = 0; i < 100000; ++i) values.push_back("value-" + std::to_string(i));
+  body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"schema", {{"enum", values}}}}}};
+  const auto t0 = std::chrono::steady_clock::now();
+  r = Chat(body);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 400) << r.raw.substr(0, 300);
+  EXPECT_NE(r.raw.find("100000 values exceed the supported maximum of 16384"), std::string::npos)
+      << r.raw.substr(0, 300);
+  EXPECT_LT(seconds, 5.0) << "the enum was built before it was refused";
 }
 
 }  // namespace
