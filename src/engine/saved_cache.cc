@@ -540,16 +540,21 @@ size_t SavedCacheStore::Drain(const cache::ModelBinding& model, uint64_t timeout
   return written;
 }
 
-size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
-  const uint64_t t0 = env_->NowMicros();
-  size_t n_start = 0;
+void SavedCacheStore::BeginDrain() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (draining_) return;
     draining_ = true;
-    n_start = queue_.size();
+    drain_t0_us_ = env_->NowMicros();
+    drain_writes0_ = writes_;
   }
   queue_cv_.notify_all();
   gate_.Wake();
+}
+
+size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
+  BeginDrain();
+  const uint64_t t0 = env_->NowMicros();
   if (!options_.background_writer) {
     ThreadPool pool(options_.writer_threads > 0 ? options_.writer_threads : PhysicalCoreCount());
     for (;;) {
@@ -573,9 +578,9 @@ size_t SavedCacheStore::DrainAll(uint64_t timeout_ms) {
     MX_LOG(kWarn) << "saved caches: shutdown flush reached its " << timeout_ms << " ms limit; " << left
                   << " cached chats (" << tokens << " tokens) were not saved";
     ClearQueueLocked();
-  } else if (n_start > 0) {
-    MX_LOG(kInfo) << "saved caches: flushed " << n_start << " cached chats to disk in "
-                  << (env_->NowMicros() - t0) / 1000 << " ms";
+  } else if (const uint64_t flushed = writes_ - drain_writes0_; flushed > 0) {
+    MX_LOG(kInfo) << "saved caches: flushed " << flushed << " cached chats to disk in "
+                  << (env_->NowMicros() - drain_t0_us_) / 1000 << " ms";
   }
   return left;
 }

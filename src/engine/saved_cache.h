@@ -234,8 +234,13 @@ class SavedCacheStore {
   // Shutdown: writes every queued state of every model (the writer thread,
   // with no share limit, on every core), for at most timeout_ms; what is
   // left is dropped with a log line naming how many chats and tokens.
-  // Returns the number of states that were not written.
+  // Returns the number of states that were not written. The log line counts
+  // every file written since BeginDrain (or since DrainAll, without one).
   size_t DrainAll(uint64_t timeout_ms);
+  // Shutdown starts: from now on the writer writes with no share limit, and
+  // DrainAll's count and time start here (the chats the models queue while
+  // they unload are written as they arrive, before DrainAll is called).
+  void BeginDrain();
 
   // Waits until at least `n` files were written since the store opened
   // (SavedCacheUsage::writes), for at most timeout_ms; returns the count.
@@ -344,7 +349,9 @@ class SavedCacheStore {
   uint64_t next_seq_ = 0;                           // guarded by mu_
   uint64_t writes_ = 0;                             // guarded by mu_
   int writes_running_ = 0;                          // guarded by mu_: WriteNode calls in progress
-  bool draining_ = false;                           // guarded by mu_: DrainAll runs
+  bool draining_ = false;                           // guarded by mu_: BeginDrain .. DrainAll's end
+  uint64_t drain_t0_us_ = 0;                        // guarded by mu_: when BeginDrain ran
+  uint64_t drain_writes0_ = 0;                      // guarded by mu_: writes_ at BeginDrain
   bool stop_writer_ = false;                        // guarded by mu_
   bool over_budget_logged_ = false;                 // guarded by mu_
   std::condition_variable queue_cv_;                // queue_ changed, a write ended, stop

@@ -191,6 +191,9 @@ void HttpServer::Run() {
   }
   idle_cv_.notify_all();
   if (idle_thread_.joinable()) idle_thread_.join();
+  // The chats the models queue as they unload are written at once, with no
+  // share limit; DrainAll then waits for the rest.
+  if (saved_ != nullptr) saved_->BeginDrain();
   models_->Shutdown();
   // Every model's chats are queued now; write them all before exiting.
   if (saved_ != nullptr) saved_->DrainAll(saved_->flush_timeout_ms());
