@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "gguf/gguf_writer.h"
 #include "models/model.h"
 #include "models/runner.h"
+#include "derived_models.h"
 #include "ref_data.h"
 #include "scratch_dir.h"
 
@@ -22,12 +24,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string RefPath(const std::string& name) {
-  return mx::testing::RefDir() + "/models/" + name + ".gguf";
-}
-
 std::string TempPath(const std::string& name) {
   return testing_support::ProcessTempPath("arch_" + name);
+}
+
+// A ref model's file; a derived one (tests/data/ref) is written first.
+std::string RefPath(const std::string& name) {
+  if (mx::testing::IsDerivedModel(name)) {
+    const std::string path = TempPath(name + ".gguf");
+    const std::string err = mx::testing::WriteDerivedModel(name, path);
+    EXPECT_EQ(err, "");
+    return path;
+  }
+  return mx::testing::RefDir() + "/models/" + name + ".gguf";
 }
 
 // A copy of ref model `name` without the keys in `remove_keys` and the
@@ -229,6 +238,60 @@ TEST(GraniteTest, FinetunedFalseTurnsRopeOff) {
   auto on = Load(RefPath("tiny-granite"));
   ASSERT_TRUE(on.ok());
   EXPECT_FALSE(BitEqual(Logits(**off), Logits(**on)));
+}
+
+TEST(Mistral3Test, ReadsTheYarnKeysAndTheAttentionTemperature) {
+  auto model = Load(RefPath("tiny-mistral3"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.rope.ext_factor, 1.0f);
+  EXPECT_EQ(c.rope.freq_scale, 0.25f);
+  EXPECT_EQ(c.rope.beta_fast, 16.0f);
+  EXPECT_EQ(c.rope.beta_slow, 2.0f);
+  // yarn_log_multiplier 0.5: (1 + 0.1 ln 4) / (1 + 0.05 ln 4) over the
+  // rotation's own 1 + 0.1 ln 4.
+  EXPECT_NEAR(c.rope.attn_factor, 1.0 / (1.0 + 0.05 * std::log(4.0)), 1e-6);
+  EXPECT_EQ(c.attn_temperature_scale, 0.25f);
+  EXPECT_EQ(c.attn_temperature_floor, 128);
+}
+
+TEST(Mistral3Test, TheTemperatureStartsAtTheOriginalContext) {
+  // The 40 positions of Logits() are all below 128: no temperature yet.
+  const std::string path = EditedCopy("tiny-mistral3", "mistral3-no-temp.gguf", [](gguf::GgufWriter&) {},
+                                      {"mistral3.attention.temperature_scale"});
+  auto plain = Load(path);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->config().attn_temperature_scale, 0.0f);
+  auto model = Load(RefPath("tiny-mistral3"));
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE(BitEqual(Logits(**model), Logits(**plain)));
+  // From position 32 on (a floor of 32), it changes every logit there.
+  const std::string early = EditedCopy("tiny-mistral3", "mistral3-orig32.gguf", [](gguf::GgufWriter& w) {
+    w.SetU32("mistral3.rope.scaling.original_context_length", 32);
+  });
+  const std::string early_plain = EditedCopy(
+      "tiny-mistral3", "mistral3-orig32-no-temp.gguf",
+      [](gguf::GgufWriter& w) { w.SetU32("mistral3.rope.scaling.original_context_length", 32); },
+      {"mistral3.attention.temperature_scale"});
+  auto a = Load(early), b = Load(early_plain);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<float> la = Logits(**a), lb = Logits(**b);
+  const size_t row = la.size() / 40;
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), 32 * row * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(la.data() + 32 * row, lb.data() + 32 * row, 8 * row * sizeof(float)), 0);
+}
+
+TEST(Mistral3Test, OutOfRangeKeysNameTheKey) {
+  for (const std::string key : {"mistral3.attention.temperature_scale", "mistral3.rope.scaling.yarn_beta_fast",
+                                "mistral3.rope.scaling.yarn_log_multiplier"}) {
+    SCOPED_TRACE(key);
+    const std::string path = EditedCopy("tiny-mistral3", "mistral3-bad.gguf",
+                                        [&](gguf::GgufWriter& w) { w.SetF32(key, -1.0f); });
+    auto model = Load(path);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(model.status().ToString().find(key), std::string::npos) << model.status().ToString();
+  }
 }
 
 }  // namespace

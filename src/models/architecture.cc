@@ -6,7 +6,8 @@ namespace {
 const Architecture* const kArchitectures[] = {&kLlamaArchitecture, &kQwen2Architecture,
                                               &kQwen3Architecture, &kNemotronHArchitecture,
                                               &kQwen35Architecture, &kSmolLm3Architecture,
-                                              &kGraniteArchitecture, &kPhi3Architecture};
+                                              &kGraniteArchitecture, &kPhi3Architecture,
+                                              &kMistral3Architecture};
 
 }  // namespace
 

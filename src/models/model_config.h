@@ -13,7 +13,7 @@
 
 namespace mx::models {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35, kSmolLm3, kGranite, kPhi3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35, kSmolLm3, kGranite, kPhi3, kMistral3 };
 const char* ArchName(Arch arch);
 
 // What a layer does to the residual stream x, in two steps:
@@ -85,6 +85,11 @@ struct ModelConfig {
   float residual_scale = 1.0f;   // x += residual_scale * (mixer or FFN output)
   float attention_scale = 0.0f;  // softmax(q.k * attention_scale); 0: 1 / sqrt(head_dim)
   float logit_scale = 1.0f;      // logits = Wout h / logit_scale
+  // Llama 4's attention temperature (mistral3): after RoPE, q at position p
+  // times 1 + attn_temperature_scale * ln(floor(p / attn_temperature_floor) + 1).
+  // 0: off.
+  float attn_temperature_scale = 0.0f;
+  int64_t attn_temperature_floor = 0;
   std::vector<LayerConfig> layers;  // [n_layer]
 
   // Recurrent mixers; zero for dense models. Both kinds convolve C =

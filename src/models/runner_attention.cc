@@ -13,6 +13,13 @@ namespace {
 
 inline float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// Llama 4's attention temperature for the query at RoPE position `pos`, in
+// llama.cpp's types: a float quotient floored, then double arithmetic.
+float AttentionTemperature(const ModelConfig& c, int64_t pos) {
+  const float q = static_cast<float>(pos) / static_cast<float>(c.attn_temperature_floor);
+  return static_cast<float>(std::log(std::floor(q) + 1.0) * c.attn_temperature_scale + 1.0);
+}
+
 }  // namespace
 
 void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
@@ -77,6 +84,10 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     } else if (rope_on) {
       kernels::Rope(q, lc.n_head, static_cast<int>(hd), rope, plan.rope.t);
       kernels::Rope(k, lc.n_kv_head, static_cast<int>(hd), rope, plan.rope.t);
+    }
+    if (c.attn_temperature_scale != 0.0f) {
+      const float t = AttentionTemperature(c, plan.rope.t);
+      for (int64_t j = 0; j < q_dim; ++j) q[j] *= t;
     }
     SequenceState* seq = plan_[static_cast<size_t>(i)].seq;
     kernels::StoreKvRow(layout_->k_type, k, kv_dim, seq->k_row(attn_index, pos));

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <cstring>
+
+#include "derived_models.h"
 
 namespace mx::testing {
 namespace {
@@ -37,12 +40,30 @@ RefModel LoadRefModel(const std::string& name) {
   RefModel m;
   m.name = name;
   m.model_path = RefDir() + "/models/" + name + ".gguf";
-  std::ifstream in(RefDir() + "/ref-" + name + ".json");
+  std::string json_path = RefDir() + "/ref-" + name + ".json";
+  if (IsDerivedModel(name)) {
+    // Written afresh from its ../shared/ref source; the reference was
+    // computed from these exact bytes.
+    json_path = std::string(MATRICXON_PROJECT_REF_DIR) + "/ref-" + name + ".json";
+    std::filesystem::create_directories(MATRICXON_DERIVED_MODELS_DIR);
+    m.model_path = std::string(MATRICXON_DERIVED_MODELS_DIR) + "/" + name + ".gguf";
+    if (std::string err = WriteDerivedModel(name, m.model_path); !err.empty()) {
+      ADD_FAILURE() << "cannot write the derived model " << name << ": " << err;
+      return m;
+    }
+  }
+  std::ifstream in(json_path);
   if (!in) {
-    ADD_FAILURE() << "cannot read " << RefDir() << "/ref-" << name << ".json";
+    ADD_FAILURE() << "cannot read " << json_path;
     return m;
   }
   nlohmann::json j = nlohmann::json::parse(in);
+  if (IsDerivedModel(name) && j.value("model_sha256", "") != FileSha256(m.model_path)) {
+    ADD_FAILURE() << m.model_path << " is not the file " << json_path
+                  << " was computed from (model_sha256): the derivation changed; recompute the "
+                     "reference with llama.cpp (tests/data/ref/README.md)";
+    return m;
+  }
   m.add_bos = j.value("add_bos", false);
   for (const auto& p : j["prompts"]) {
     RefPrompt r;
