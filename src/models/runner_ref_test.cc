@@ -242,7 +242,10 @@ const auto kDenseCases = ::testing::Values(
     RefCase{"tiny-qwen3-yarn", DType::kF16, false, 1e-2f, 2e-3f},
     RefCase{"tiny-phi3", DType::kF16, false, 1e-2f, 2e-3f},
     RefCase{"tiny-smollm3", DType::kF16, false, 1e-2f, 2e-3f},
-    RefCase{"tiny-granite", DType::kF16, false, 1e-2f, 2e-3f});
+    RefCase{"tiny-granite", DType::kF16, false, 1e-2f, 2e-3f},
+    // Derived from a shared model, llama.cpp's outputs in tests/data/ref.
+    RefCase{"tiny-mistral3", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-mistral3", DType::kF16, false, 1e-2f, 2e-3f});
 INSTANTIATE_TEST_SUITE_P(Dense, RefTest, kDenseCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(Dense, DenseRefTest, kDenseCases, CaseName);
 
