@@ -54,5 +54,6 @@ extern const Architecture kQwen35Architecture;
 extern const Architecture kSmolLm3Architecture;
 extern const Architecture kGraniteArchitecture;
 extern const Architecture kPhi3Architecture;
+extern const Architecture kGemma3Architecture;
 
 }  // namespace mx::models
