@@ -50,8 +50,7 @@ const std::vector<FlagSpec> kFlags = {
     {"linear-inner", "",
      "qwen35 ssm.inner_size (default and only valid value: value heads x head "
      "dim)"},
-    {"ssm-conv", "",
-     "conv taps of Mamba2 / DeltaNet layers (ssm.conv_kernel, default 4)"},
+    {"ssm-conv", "", "conv taps of Mamba2 / DeltaNet layers (ssm.conv_kernel, default 4)"},
     {"rope-dims", "",
      "qwen35, phi3: rotated dims per attention head (rope.dimension_count, "
      "default the head)"},
@@ -77,8 +76,7 @@ const std::vector<FlagSpec> kFlags = {
     {"untied", "", "separate output head", true},
     {"seed", "1", "weight seed"},
     {"name", "", "general.name (default: the preset)"},
-    {"chat-template", "",
-     "file whose text becomes tokenizer.chat_template (default: ChatML)"},
+    {"chat-template", "", "file whose text becomes tokenizer.chat_template (default: ChatML)"},
     {"projector", "",
      "also write the preset's vision projector (mmproj GGUF, Qwen 3.5 vision "
      "tower) to this path; "
@@ -195,10 +193,8 @@ Status Run(const Flags& f) {
         IntFlag{"linear-key-heads", &spec.linear_key_heads},
         IntFlag{"linear-value-heads", &spec.linear_value_heads},
         IntFlag{"linear-head-dim", &spec.linear_head_dim},
-        IntFlag{"linear-inner", &spec.linear_inner},
-        IntFlag{"ssm-conv", &spec.ssm_conv},
-        IntFlag{"rope-dims", &spec.rope_dims},
-        IntFlag{"sliding-window", &spec.sliding_window},
+        IntFlag{"linear-inner", &spec.linear_inner}, IntFlag{"ssm-conv", &spec.ssm_conv},
+        IntFlag{"rope-dims", &spec.rope_dims}, IntFlag{"sliding-window", &spec.sliding_window},
         IntFlag{"sliding-window-pattern", &spec.sliding_window_pattern}}) {
     if (f.Has(i.name)) {
       MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));

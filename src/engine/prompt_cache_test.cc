@@ -509,7 +509,7 @@ std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest,
                          ::testing::Values("tiny-llama", "tiny-qwen2-bf16",
-                                           "tiny-hybrid-nemotron_h"),
+                                           "tiny-hybrid-nemotron_h", "tiny-gemma3"),
                          CaseName);
 
 // Reuse, copies, snapshots and shifts under quantized KV rows: every cached

@@ -167,7 +167,7 @@ void ReluSquared(float* x, int64_t n);
 // CPU backend does, through a float16 table: f16(gelu(f16(x))) for
 // -10 < x < 10, x for x >= 10, 0 for x <= -10 (gemma3). out may alias gate.
 // The same bits on every path.
-void GeGluF16Table(const float *gate, const float *up, int64_t n, float *out);
+void GeGluF16Table(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = silu(x[i]).
 void Silu(float* x, int64_t n);
 // y[i] += x[i].

@@ -1,6 +1,5 @@
 // Element-wise kernels whose result is the same on every path (exact or
-// libm-based f32 arithmetic per element): Rope, Add, ReluSquared,
-// GeGluF16Table.
+// libm-based f32 arithmetic per element): Rope, Add, ReluSquared, GeGluF16Table.
 #include <array>
 #include <cmath>
 #include <vector>
@@ -127,16 +126,14 @@ namespace {
 
 // ggml_table_gelu_f16: for every f16 value h, f16(gelu_f32(h)) with ggml's
 // gelu_f32 (f32 arithmetic, libm tanhf).
-const std::array<uint16_t, 65536> &GeluF16Table() {
+const std::array<uint16_t, 65536>& GeluF16Table() {
   static const std::array<uint16_t, 65536> table = [] {
     std::array<uint16_t, 65536> t{};
     constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
     constexpr float kCoefA = 0.044715f;
     for (uint32_t i = 0; i < t.size(); ++i) {
       const float x = Fp16ToF32(static_cast<uint16_t>(i));
-      const float g =
-          0.5f * x *
-          (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+      const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
       t[i] = F32ToFp16(g);
     }
     return t;
@@ -144,10 +141,10 @@ const std::array<uint16_t, 65536> &GeluF16Table() {
   return table;
 }
 
-} // namespace
+}  // namespace
 
-void GeGluF16Table(const float *gate, const float *up, int64_t n, float *out) {
-  const std::array<uint16_t, 65536> &table = GeluF16Table();
+void GeGluF16Table(const float* gate, const float* up, int64_t n, float* out) {
+  const std::array<uint16_t, 65536>& table = GeluF16Table();
   for (int64_t i = 0; i < n; ++i) {
     const float x = gate[i];
     float g;

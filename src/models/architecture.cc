@@ -3,7 +3,7 @@
 namespace mx::models {
 namespace {
 
-const Architecture *const kArchitectures[] = {
+const Architecture* const kArchitectures[] = {
     &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,
     &kNemotronHArchitecture, &kQwen35Architecture, &kSmolLm3Architecture,
     &kGraniteArchitecture,   &kPhi3Architecture,   &kGemma3Architecture};

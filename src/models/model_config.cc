@@ -71,8 +71,7 @@ const char* ArchName(Arch arch) {
     case Arch::kSmolLm3: return "smollm3";
     case Arch::kGranite: return "granite";
     case Arch::kPhi3: return "phi3";
-    case Arch::kGemma3:
-      return "gemma3";
+    case Arch::kGemma3: return "gemma3";
   }
   return "?";
 }

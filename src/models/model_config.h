@@ -39,10 +39,9 @@ enum class Mixer {
 };
 enum class Ffn {
   kNone,
-  kSwiGlu,      // down(silu(gate x) * up x)
-  kReluSquared, // down(relu(up x)^2) (nemotron_h)
-  kGeGlu, // down(gelu_tanh(gate x) * up x), GELU through llama.cpp's f16 table
-          // (gemma3)
+  kSwiGlu,       // down(silu(gate x) * up x)
+  kReluSquared,  // down(relu(up x)^2) (nemotron_h)
+  kGeGlu,        // down(gelu_tanh(gate x) * up x), llama.cpp's f16-table GELU (gemma3)
 };
 const char* MixerName(Mixer mixer);
 

@@ -171,15 +171,13 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
         case Mixer::kDeltaNet: DeltaNetMixer(l, rec_index++, n); break;
         case Mixer::kNone: break;
       }
-      if (c.post_norms)
-        PostNorm(w.post_attn_norm, n);
+      if (c.post_norms) PostNorm(w.post_attn_norm, n);
       AddResidual(n);
     }
     if (lc.ffn != Ffn::kNone) {
       Norm(w.ffn_norm, n);
       FfnBlock(l, n);
-      if (c.post_norms)
-        PostNorm(w.post_ffn_norm, n);
+      if (c.post_norms) PostNorm(w.post_ffn_norm, n);
       AddResidual(n);
     }
   }
@@ -207,8 +205,8 @@ void Runner::Norm(const std::vector<float>& w, int64_t n) {
   }
 }
 
-void Runner::PostNorm(const std::vector<float> &w, int64_t n) {
-  const ModelConfig &c = model_.config();
+void Runner::PostNorm(const std::vector<float>& w, int64_t n) {
+  const ModelConfig& c = model_.config();
   const int64_t e = c.n_embd;
   for (int64_t i = 0; i < n; ++i) {
     kernels::RmsNorm(&out_[i * e], w.data(), e, c.rms_eps, &out_[i * e]);
@@ -255,8 +253,7 @@ void Runner::Output(std::span<const BatchEntry> batch, std::vector<float>* logit
     }
     if (c.final_logit_softcap > 0.0f) {
       const float cap = c.final_logit_softcap, inv = 1.0f / cap;
-      for (float &v : *logits)
-        v = std::tanh(v * inv) * cap;
+      for (float& v : *logits) v = std::tanh(v * inv) * cap;
     }
   }
 }

@@ -106,7 +106,7 @@ class Runner {
   // h_ = rms(x_, w) for the n entries.
   void Norm(const std::vector<float>& w, int64_t n);
   // out_ = rms(out_, w) for the n entries (ModelConfig::post_norms).
-  void PostNorm(const std::vector<float> &w, int64_t n);
+  void PostNorm(const std::vector<float>& w, int64_t n);
   // x_ += residual_scale * out_ for the n entries.
   void AddResidual(int64_t n);
   // The blocks (architecture.h): each reads the normed input h_ of the n
@@ -121,8 +121,8 @@ class Runner {
   bool SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale);
   // Sliding-window attention (LayerConfig::window): each query over its
   // last `window` rows only, one query per task.
-  void WindowAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd,
-                       float scale, int64_t window);
+  void WindowAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
+                       int64_t window);
   void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
   const Model& model_;

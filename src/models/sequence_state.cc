@@ -37,10 +37,8 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
     l.rope_local_layers.push_back(layer.rope_local ? 1 : 0);
   }
   const auto nonzero = [](auto v) { return v != 0; };
-  if (std::none_of(l.windows.begin(), l.windows.end(), nonzero))
-    l.windows.clear();
-  if (std::none_of(l.rope_local_layers.begin(), l.rope_local_layers.end(),
-                   nonzero)) {
+  if (std::none_of(l.windows.begin(), l.windows.end(), nonzero)) l.windows.clear();
+  if (std::none_of(l.rope_local_layers.begin(), l.rope_local_layers.end(), nonzero)) {
     l.rope_local_layers.clear();
   }
   for (const auto& layer : c.layers) {
@@ -74,12 +72,10 @@ kernels::RopeParams StateLayout::rope_params() const {
 }
 
 kernels::RopeParams StateLayout::rope_params(size_t attn_layer) const {
-  if (attn_layer >= rope_local_layers.size() ||
-      rope_local_layers[attn_layer] == 0)
+  if (attn_layer >= rope_local_layers.size() || rope_local_layers[attn_layer] == 0)
     return rope_params();
   kernels::RopeParams p = rope_local;
-  p.freq_factors =
-      rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
+  p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
   return p;
 }
 
@@ -148,13 +144,11 @@ uint64_t StateLayout::Fingerprint() const {
     for (uint8_t r : rope_layers) h = Mix(h, r);
   }
   if (!windows.empty() || !rope_local_layers.empty()) {
-    h = Mix(h, uint32_t{0x53574131}); // "SWA1"
+    h = Mix(h, uint32_t{0x53574131});  // "SWA1"
     h = Mix(h, static_cast<uint64_t>(windows.size()));
-    for (int64_t w : windows)
-      h = Mix(h, w);
+    for (int64_t w : windows) h = Mix(h, w);
     h = Mix(h, static_cast<uint64_t>(rope_local_layers.size()));
-    for (uint8_t r : rope_local_layers)
-      h = Mix(h, r);
+    for (uint8_t r : rope_local_layers) h = Mix(h, r);
     h = Mix(h, rope_local.freq_base);
     h = Mix(h, rope_local.freq_scale);
   }

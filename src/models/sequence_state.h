@@ -68,8 +68,7 @@ struct StateLayout {
   // (the window is a mask, docs/state_format.md "Sliding-window layers").
   std::vector<int64_t> windows;
   std::vector<uint8_t> rope_local_layers;
-  kernels::RopeParams
-      rope_local; // rope with the local base and frequency scale 1
+  kernels::RopeParams rope_local;  // rope with the local base and frequency scale 1
 
   // The RoPE of this context's keys and queries (rope + rope_freq_factors),
   // valid while this layout lives; per attention layer (local layers'

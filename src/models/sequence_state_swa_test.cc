@@ -23,36 +23,31 @@ constexpr int64_t kWindow = 32;
 std::vector<int32_t> RandomTokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto &x : t)
-    x = static_cast<int32_t>(rng() % 4093);
+  for (auto &x : t) x = static_cast<int32_t>(rng() % 4093);
   return t;
 }
 
 class SwaStateTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override { Open(DType::kF16); }
   void Open(DType kv_type) {
-    auto model = Model::Load(Env::Default(),
-                             mx::testing::RefDir() + "/models/tiny-gemma3.gguf",
+    auto model = Model::Load(Env::Default(), mx::testing::RefDir() + "/models/tiny-gemma3.gguf",
                              {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
-    auto runner = Runner::Create(
-        *model_, {.n_threads = 2, .kv_type = kv_type, .n_ctx = 1024});
+    auto runner = Runner::Create(*model_, {.n_threads = 2, .kv_type = kv_type, .n_ctx = 1024});
     ASSERT_TRUE(runner.ok()) << runner.status().ToString();
     runner_ = std::move(runner).value();
   }
 
   // Reads tokens [begin, end) into seq in chunks of `chunk`; the logits of
   // every position read, [end - begin][n_vocab].
-  std::vector<float> Read(SequenceState *seq,
-                          const std::vector<int32_t> &tokens, size_t begin,
+  std::vector<float> Read(SequenceState *seq, const std::vector<int32_t> &tokens, size_t begin,
                           size_t end, size_t chunk) {
     std::vector<float> all, logits;
     for (size_t i = begin; i < end; i += chunk) {
       std::vector<BatchEntry> batch;
-      for (size_t j = i; j < std::min(end, i + chunk); ++j)
-        batch.push_back({seq, tokens[j], true});
+      for (size_t j = i; j < std::min(end, i + chunk); ++j) batch.push_back({seq, tokens[j], true});
       Status st = runner_->Forward(batch, &logits);
       EXPECT_TRUE(st.ok()) << st.ToString();
       all.insert(all.end(), logits.begin(), logits.end());
@@ -62,19 +57,15 @@ protected:
   // The logits of positions [from, ...) of a cold read of `tokens`.
   std::vector<float> Cold(const std::vector<int32_t> &tokens, size_t from) {
     auto seq = runner_->NewSequence();
-    std::vector<float> all =
-        Read(seq.get(), tokens, 0, tokens.size(), tokens.size());
-    return {all.begin() + static_cast<int64_t>(from) * runner_->n_vocab(),
-            all.end()};
+    std::vector<float> all = Read(seq.get(), tokens, 0, tokens.size(), tokens.size());
+    return {all.begin() + static_cast<int64_t>(from) * runner_->n_vocab(), all.end()};
   }
-  static bool BitEqual(const std::vector<float> &a,
-                       const std::vector<float> &b) {
-    return a.size() == b.size() &&
-           std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  static bool BitEqual(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
   }
   // `a`'s first n tokens followed by `b`'s tokens from n on (an edited turn).
-  static std::vector<int32_t> Spliced(const std::vector<int32_t> &a,
-                                      const std::vector<int32_t> &b, size_t n) {
+  static std::vector<int32_t> Spliced(const std::vector<int32_t> &a, const std::vector<int32_t> &b,
+                                      size_t n) {
     std::vector<int32_t> out(a.begin(), a.begin() + static_cast<int64_t>(n));
     out.insert(out.end(), b.begin() + static_cast<int64_t>(n), b.end());
     return out;
@@ -96,7 +87,7 @@ TEST_F(SwaStateTest, LayoutMarksTheLocalLayersAndTheirRopeBase) {
   auto seq = runner_->NewSequence();
   Read(seq.get(), RandomTokens(100, 1), 0, 100, 100);
   EXPECT_EQ(l.kv_bytes_per_token(),
-            6u * 2 * 32 * 2); // 6 layers x K+V x 1 head of 32 x f16
+            6u * 2 * 32 * 2);  // 6 layers x K+V x 1 head of 32 x f16
   EXPECT_EQ(seq->SizeBytes(), 100 * l.kv_bytes_per_token());
   // The windows are part of the layout: a state of the same shape without them
   // is another layout.
@@ -120,8 +111,7 @@ TEST_F(SwaStateTest, ChunksAndNeighboursNeverChangeLogits) {
   std::vector<BatchEntry> batch;
   for (size_t i = 0; i < a.size(); ++i) {
     batch.push_back({sa.get(), a[i], true});
-    if (i < b.size())
-      batch.push_back({sb.get(), b[i], true});
+    if (i < b.size()) batch.push_back({sb.get(), b[i], true});
   }
   std::vector<float> logits;
   ASSERT_TRUE(runner_->Forward(batch, &logits).ok());
@@ -146,8 +136,7 @@ TEST_F(SwaStateTest, CutBackFarBehindTheWindowContinuesExactly) {
     Read(seq.get(), first, 0, first.size(), 64);
     ASSERT_TRUE(seq->Truncate(static_cast<int64_t>(cut)).ok());
     const std::vector<int32_t> turn = Spliced(first, edited, cut);
-    EXPECT_TRUE(
-        BitEqual(Read(seq.get(), turn, cut, turn.size(), 40), Cold(turn, cut)));
+    EXPECT_TRUE(BitEqual(Read(seq.get(), turn, cut, turn.size(), 40), Cold(turn, cut)));
   }
 }
 
@@ -160,10 +149,8 @@ TEST_F(SwaStateTest, CopyOfASharedStartContinuesExactly) {
     SCOPED_TRACE(n);
     auto copy = seq->ClonePrefix(static_cast<int64_t>(n));
     ASSERT_TRUE(copy.ok()) << copy.status().ToString();
-    const std::vector<int32_t> turn =
-        Spliced(first, other, std::min(n, other.size()));
-    EXPECT_TRUE(
-        BitEqual(Read(copy->get(), turn, n, turn.size(), 25), Cold(turn, n)));
+    const std::vector<int32_t> turn = Spliced(first, other, std::min(n, other.size()));
+    EXPECT_TRUE(BitEqual(Read(copy->get(), turn, n, turn.size(), 25), Cold(turn, n)));
   }
   EXPECT_EQ(seq->n_tokens(), 180);
 }
@@ -180,8 +167,7 @@ TEST_F(SwaStateTest, RestoredStateCutBackContinuesExactly) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_TRUE((*back)->Truncate(90).ok());
   const std::vector<int32_t> turn = Spliced(first, edited, 90);
-  EXPECT_TRUE(
-      BitEqual(Read(back->get(), turn, 90, turn.size(), 1), Cold(turn, 90)));
+  EXPECT_TRUE(BitEqual(Read(back->get(), turn, 90, turn.size(), 1), Cold(turn, 90)));
 }
 
 // A context shift re-rotates each layer's kept keys with that layer's own
@@ -203,27 +189,22 @@ TEST_F(SwaStateTest, ShiftRotatesEachLayerWithItsOwnBase) {
     SCOPED_TRACE("layer " + std::to_string(i));
     const int64_t dims = l.kv_dims[i];
     const int n_heads = static_cast<int>(dims / hd);
-    kernels::RopeParams own = l.rope_params(i),
-                        other = l.rope_params(i < 5 ? 5 : 0);
+    kernels::RopeParams own = l.rope_params(i), other = l.rope_params(i < 5 ? 5 : 0);
     own.rotation_only = other.rotation_only = true;
     float wrong_base_diff = 0;
     for (int64_t p = 0; p < n_move; ++p) {
-      std::vector<float> want(before[i].begin() + p * dims,
-                              before[i].begin() + (p + 1) * dims);
+      std::vector<float> want(before[i].begin() + p * dims, before[i].begin() + (p + 1) * dims);
       std::vector<float> wrong = want;
       kernels::Rope(want.data(), n_heads, hd, own, -d);
       kernels::Rope(wrong.data(), n_heads, hd, other, -d);
       const auto *got = reinterpret_cast<const float *>(seq->k_row(i, p0 + p));
-      ASSERT_EQ(std::memcmp(got, want.data(),
-                            static_cast<size_t>(dims) * sizeof(float)),
-                0)
+      ASSERT_EQ(std::memcmp(got, want.data(), static_cast<size_t>(dims) * sizeof(float)), 0)
           << "row " << p;
       for (int64_t j = 0; j < dims; ++j)
-        wrong_base_diff =
-            std::max(wrong_base_diff, std::fabs(got[j] - wrong[j]));
+        wrong_base_diff = std::max(wrong_base_diff, std::fabs(got[j] - wrong[j]));
     }
     EXPECT_GT(wrong_base_diff,
-              1e-2f); // the other base would have rotated them elsewhere
+              1e-2f);  // the other base would have rotated them elsewhere
   }
 }
 
@@ -238,13 +219,12 @@ TEST_F(SwaStateTest, ShiftedStateContinuesTheSameEveryWay) {
   ASSERT_EQ(seq->n_tokens(), 80);
   auto copy = seq->ClonePrefix(80);
   ASSERT_TRUE(copy.ok());
-  auto restored =
-      SequenceState::Deserialize(runner_->layout(), seq->Serialize());
+  auto restored = SequenceState::Deserialize(runner_->layout(), seq->Serialize());
   ASSERT_TRUE(restored.ok());
   const std::vector<float> want = Read(seq.get(), more, 0, more.size(), 80);
   EXPECT_TRUE(BitEqual(Read(copy->get(), more, 0, more.size(), 9), want));
   EXPECT_TRUE(BitEqual(Read(restored->get(), more, 0, more.size(), 1), want));
 }
 
-} // namespace
-} // namespace mx::models
+}  // namespace
+}  // namespace mx::models

@@ -367,18 +367,17 @@ std::string StateCaseName(const ::testing::TestParamInfo<StateCase>& info) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, StateTest,
-    ::testing::Values(StateCase{"tiny-llama"}, StateCase{"tiny-llama-q8_0"},
-                      StateCase{"tiny-llama-f16"}, StateCase{"tiny-qwen2-bf16"},
-                      StateCase{"tiny-qwen3"},
-                      StateCase{"tiny-llama256-q4_k_m"},
-                      StateCase{"tiny-hybrid-nemotron_h"},
-                      StateCase{"tiny-qwen35"}, StateCase{"tiny-llama31"},
-                      StateCase{"tiny-qwen3-yarn"}, StateCase{"tiny-phi3"},
-                      StateCase{"tiny-smollm3"}, StateCase{"tiny-granite"},
-                      StateCase{"tiny-gemma3"}),
-    StateCaseName);
+INSTANTIATE_TEST_SUITE_P(Models, StateTest,
+                         ::testing::Values(StateCase{"tiny-llama"}, StateCase{"tiny-llama-q8_0"},
+                                           StateCase{"tiny-llama-f16"},
+                                           StateCase{"tiny-qwen2-bf16"}, StateCase{"tiny-qwen3"},
+                                           StateCase{"tiny-llama256-q4_k_m"},
+                                           StateCase{"tiny-hybrid-nemotron_h"},
+                                           StateCase{"tiny-qwen35"}, StateCase{"tiny-llama31"},
+                                           StateCase{"tiny-qwen3-yarn"}, StateCase{"tiny-phi3"},
+                                           StateCase{"tiny-smollm3"}, StateCase{"tiny-granite"},
+                                           StateCase{"tiny-gemma3"}),
+                         StateCaseName);
 
 // Every state operation under the quantized KV types (and K and V of
 // different types, so their rows differ in size) on the models with
@@ -472,9 +471,8 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
 // base on its local layer 0) and does not
 // scale the keys again (YaRN's and phi3's attention factor).
 TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
-  for (const std::string name :
-       {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn",
-        "tiny-phi3", "tiny-smollm3", "tiny-gemma3"}) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn",
+                                 "tiny-phi3", "tiny-smollm3", "tiny-gemma3"}) {
     SCOPED_TRACE(name);
     auto model = Model::Load(Env::Default(), RefModelPath(name), {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok());

@@ -200,14 +200,12 @@ void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<T
     plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
   }
   plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
-  if (gemma3)
-    plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
+  if (gemma3) plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
   plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
   plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
-  if (gemma3)
-    plan->push_back(Norm(Blk(i, "post_ffw_norm.weight"), {e}));
+  if (gemma3) plan->push_back(Norm(Blk(i, "post_ffw_norm.weight"), {e}));
 }
 
 // nemotron_h: one of Mamba2 ('M'), attention ('*') or MLP ('-') per layer.
@@ -376,8 +374,7 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
   }
   if (a == "gemma3") {
     if (s.sliding_window > 0)
-      w->SetU32(a + ".attention.sliding_window",
-                static_cast<uint32_t>(s.sliding_window));
+      w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
     if (s.sliding_window_pattern > 0) {
       w->SetU32(a + ".attention.sliding_window_pattern",
                 static_cast<uint32_t>(s.sliding_window_pattern));

@@ -29,8 +29,8 @@ namespace mx::models {
 
 struct SyntheticSpec {
   std::string name = "synthetic";
-  std::string arch = "llama"; // llama, qwen2, qwen3, nemotron_h, qwen35,
-                              // smollm3, granite, phi3, gemma3
+  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35,
+                               // smollm3, granite, phi3, gemma3
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;

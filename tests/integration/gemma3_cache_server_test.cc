@@ -34,22 +34,20 @@ struct Step {
 };
 
 class Gemma3CacheServerTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override { signal(SIGPIPE, SIG_IGN); }
   void TearDown() override {
     server_.reset();
-    for (const auto &d : dirs_)
-      fs::remove_all(d);
+    for (const auto &d : dirs_) fs::remove_all(d);
   }
 
   void Start(const std::string &dir) {
     server_ = std::make_unique<ServerProcess>();
     std::string error;
-    ASSERT_TRUE(server_->Start(
-        {"--threads", "1", "--ctx-size", "1024"},
-        {{"MATRICXON_MODELS_DIR", dir + "/models"},
-         {"MATRICXON_PROMPT_CACHE_DIR", dir + "/prompt_cache"}},
-        dir + "/server" + std::to_string(++starts_) + ".log", &error))
+    ASSERT_TRUE(server_->Start({"--threads", "1", "--ctx-size", "1024"},
+                               {{"MATRICXON_MODELS_DIR", dir + "/models"},
+                                {"MATRICXON_PROMPT_CACHE_DIR", dir + "/prompt_cache"}},
+                               dir + "/server" + std::to_string(++starts_) + ".log", &error))
         << error;
   }
   void Stop() {
@@ -60,13 +58,13 @@ protected:
 
   // The chat of the scenario on a model made by `make-model <flags>`; with
   // `check_replies`, every cached reply is compared with the cold one.
-  std::vector<Step> RunScenario(const std::string &name,
-                                const std::string &flags, bool check_replies) {
+  std::vector<Step> RunScenario(const std::string &name, const std::string &flags,
+                                bool check_replies) {
     const std::string dir = TempDir("gemma3_" + name);
     dirs_.push_back(dir);
     fs::create_directories(dir + "/models");
-    const std::string cmd = BinaryPath() + " make-model --out " + dir +
-                            "/models/tiny.gguf --quiet " + flags;
+    const std::string cmd =
+        BinaryPath() + " make-model --out " + dir + "/models/tiny.gguf --quiet " + flags;
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Start(dir);
     std::vector<Step> steps;
@@ -74,33 +72,27 @@ protected:
       SCOPED_TRACE(name + ": " + what);
       Turn t = Chat(port(), chat, 8);
       steps.push_back({what, t.prompt_tokens, t.cached});
-      if (check_replies)
-        EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t.text);
+      if (check_replies) EXPECT_EQ(Chat(port(), chat, 8, /*cache=*/false).text, t.text);
       return t;
     };
-    std::vector<Msg> chat = {
-        {"system", kSystem},
-        {"user", "What does the cache keep between the turns of a chat?"}};
+    std::vector<Msg> chat = {{"system", kSystem},
+                             {"user", "What does the cache keep between the turns of a chat?"}};
     ask("first turn", chat);
     chat.push_back({"assistant", "It keeps the processed state of the chat."});
-    chat.push_back(
-        {"user", "And what does the next turn read, once the state is kept?"});
+    chat.push_back({"user", "And what does the next turn read, once the state is kept?"});
     ask("next turn", chat);
     ask("regenerated reply", chat);
-    chat.back().content =
-        "And what does the next turn read? An edited question, this time.";
+    chat.back().content = "And what does the next turn read? An edited question, this time.";
     ask("edited last message", chat);
     Stop();
     Start(dir);
     chat.push_back({"assistant", "Only the new tokens of the chat."});
-    chat.push_back(
-        {"user", "Good. After a restart, is the state still there?"});
+    chat.push_back({"user", "Good. After a restart, is the state still there?"});
     ask("after a restart", chat);
     chat.push_back({"assistant", "Yes, from the saved caches."});
     chat.erase(chat.begin() + 1,
-               chat.begin() + 3); // the client drops the oldest exchange
-    chat.push_back(
-        {"user", "Then the chat was trimmed. Is the rest still reused?"});
+               chat.begin() + 3);  // the client drops the oldest exchange
+    chat.push_back({"user", "Then the chat was trimmed. Is the rest still reused?"});
     ask("trimmed chat", chat);
     const std::string log = server_->Log();
     EXPECT_EQ(log.find("re-reading the entire chat"), std::string::npos) << log;
@@ -118,8 +110,7 @@ protected:
 TEST_F(Gemma3CacheServerTest, SlidingWindowChatsReuseWhatADenseModelReuses) {
   const std::vector<Step> gemma =
       RunScenario("swa", "--preset tiny-gemma3", /*check_replies=*/true);
-  const std::vector<Step> dense =
-      RunScenario("dense", "--preset tiny", /*check_replies=*/false);
+  const std::vector<Step> dense = RunScenario("dense", "--preset tiny", /*check_replies=*/false);
   ASSERT_EQ(gemma.size(), 6u);
   ASSERT_EQ(dense.size(), gemma.size());
   for (size_t i = 0; i < gemma.size(); ++i) {
@@ -127,7 +118,7 @@ TEST_F(Gemma3CacheServerTest, SlidingWindowChatsReuseWhatADenseModelReuses) {
     EXPECT_EQ(gemma[i].prompt_tokens, dense[i].prompt_tokens);
     EXPECT_EQ(gemma[i].cached, dense[i].cached);
     EXPECT_GT(gemma[i].prompt_tokens,
-              3 * 32); // every prompt spans several windows
+              3 * 32);  // every prompt spans several windows
   }
   // What each way of continuing reuses (as prompt_cache_server_test states it
   // for dense models).
@@ -139,5 +130,5 @@ TEST_F(Gemma3CacheServerTest, SlidingWindowChatsReuseWhatADenseModelReuses) {
   EXPECT_GE(gemma[5].cached, gemma[5].prompt_tokens - 45);
 }
 
-} // namespace
-} // namespace mx::testing
+}  // namespace
+}  // namespace mx::testing
