@@ -142,14 +142,14 @@ TEST_F(SwaStateTest, CutBackFarBehindTheWindowContinuesExactly) {
 
 // Another chat with the same start: a copy of [0, n) continues as a cold read.
 TEST_F(SwaStateTest, CopyOfASharedStartContinuesExactly) {
-  auto first = RandomTokens(180, 6), other = RandomTokens(160, 7);
+  auto first = RandomTokens(180, 6), other = RandomTokens(220, 7);
   auto seq = runner_->NewSequence();
   Read(seq.get(), first, 0, first.size(), 180);
   for (size_t n : {10, 70, 179}) {
     SCOPED_TRACE(n);
     auto copy = seq->ClonePrefix(static_cast<int64_t>(n));
     ASSERT_TRUE(copy.ok()) << copy.status().ToString();
-    const std::vector<int32_t> turn = Spliced(first, other, std::min(n, other.size()));
+    const std::vector<int32_t> turn = Spliced(first, other, n);
     EXPECT_TRUE(BitEqual(Read(copy->get(), turn, n, turn.size(), 25), Cold(turn, n)));
   }
   EXPECT_EQ(seq->n_tokens(), 180);
