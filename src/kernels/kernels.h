@@ -162,6 +162,12 @@ double LogSumExp(const float* x, int64_t n);
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = max(x[i], 0)^2.
 void ReluSquared(float* x, int64_t n);
+// out[i] = gelu(gate[i]) * up[i] with the tanh GELU
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) evaluated as llama.cpp's
+// CPU backend does, through a float16 table: f16(gelu(f16(x))) for
+// -10 < x < 10, x for x >= 10, 0 for x <= -10 (gemma3). out may alias gate.
+// The same bits on every path.
+void GeGluF16Table(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = silu(x[i]).
 void Silu(float* x, int64_t n);
 // y[i] += x[i].

@@ -1,8 +1,10 @@
 // Element-wise kernels whose result is the same on every path (exact or
-// libm-based f32 arithmetic per element): Rope, Add, ReluSquared.
+// libm-based f32 arithmetic per element): Rope, Add, ReluSquared, GeGluF16Table.
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/kernels.h"
 
 namespace mx::kernels {
@@ -117,6 +119,43 @@ void ReluSquared(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] > 0.0f ? x[i] : 0.0f;
     x[i] = v * v;
+  }
+}
+
+namespace {
+
+// ggml_table_gelu_f16: for every f16 value h, f16(gelu_f32(h)) with ggml's
+// gelu_f32 (f32 arithmetic, libm tanhf).
+const std::array<uint16_t, 65536>& GeluF16Table() {
+  static const std::array<uint16_t, 65536> table = [] {
+    std::array<uint16_t, 65536> t{};
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoefA = 0.044715f;
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      const float x = Fp16ToF32(static_cast<uint16_t>(i));
+      const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+      t[i] = F32ToFp16(g);
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void GeGluF16Table(const float* gate, const float* up, int64_t n, float* out) {
+  const std::array<uint16_t, 65536>& table = GeluF16Table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      g = Fp16ToF32(table[F32ToFp16(x)]);
+    }
+    out[i] = g * up[i];
   }
 }
 

@@ -213,6 +213,43 @@ TEST_P(OpsTest, ReluSquaredAndAdd) {
   EXPECT_EQ(y[2], 3.0f + 1e-8f);
 }
 
+// gemma3's GELU through llama.cpp's f16 table: f16(gelu(f16(x))) inside
+// (-10, 10), x above, 0 below, times up; within f16 rounding of the exact
+// tanh GELU (double) and exactly that rounding's value.
+TEST_P(OpsTest, GeGluF16TableRoundsLikeGgml) {
+  auto gelu = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+  std::vector<float> g(4096), up(4096), out(4096);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = dist(rng), up[i] = dist(rng);
+  g[0] = -10.0f, g[1] = 10.0f, g[2] = 9.999f, g[3] = -9.999f, g[4] = 0.0f;
+  GeGluF16Table(g.data(), up.data(), static_cast<int64_t>(g.size()), out.data());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float x = g[i];
+    float want;
+    if (x <= -10.0f) {
+      want = 0.0f;
+    } else if (x >= 10.0f) {
+      want = x;
+    } else {
+      const float xh = Fp16ToF32(F32ToFp16(x));
+      want = Fp16ToF32(F32ToFp16(static_cast<float>(gelu(xh))));
+      // The table's value is the f16 rounding of the exact GELU of f16(x),
+      // or its neighbour when the f32 GELU lands on the other side of a tie.
+      ASSERT_LE(std::fabs(want - gelu(x)), 1e-3 * std::fabs(gelu(x)) + 1e-3) << x;
+    }
+    const float got = out[i] / (up[i] == 0.0f ? 1.0f : up[i]);
+    EXPECT_NEAR(got, want, 1e-3f * std::fabs(want) + 1e-6f)
+        << "x " << x;  // f16 subnormals: 6e-8 apart
+  }
+  // In place (out aliases gate) gives the same.
+  std::vector<float> in_place = g;
+  GeGluF16Table(in_place.data(), up.data(), static_cast<int64_t>(g.size()), in_place.data());
+  EXPECT_EQ(0, std::memcmp(in_place.data(), out.data(), out.size() * sizeof(float)));
+}
+
 // ------------------------------------------------------------- KV rows
 
 TEST_P(OpsTest, StoreKvRowF16IsBitExactRne) {

@@ -294,5 +294,52 @@ TEST(Mistral3Test, OutOfRangeKeysNameTheKey) {
   }
 }
 
+TEST(Gemma3Test, LocalAndGlobalLayersBasesAndScales) {
+  auto model = Load(RefPath("tiny-gemma3"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  ASSERT_EQ(c.layers.size(), 6u);
+  for (size_t il = 0; il < 6; ++il) {
+    EXPECT_EQ(c.layers[il].window, il < 5 ? 32 : 0) << il;
+    EXPECT_EQ(c.layers[il].rope_local, il < 5) << il;
+    EXPECT_EQ(c.layers[il].ffn, Ffn::kGeGlu);
+  }
+  EXPECT_EQ(c.rope.freq_base, 1e6f);
+  EXPECT_EQ(c.rope_local_base, 1e4f);
+  EXPECT_EQ(c.rope.mode, kernels::RopeMode::kNeox);
+  EXPECT_EQ(c.embedding_scale, 8.0f);  // sqrtf(64)
+  EXPECT_EQ(c.attention_scale, 0.0f);  // 1 / sqrt(key_length)
+  EXPECT_EQ(c.final_logit_softcap, 0.0f);
+  EXPECT_TRUE(c.qk_norm && c.post_norms && c.tied_output);
+}
+
+// The pattern repeats (P = 3: layers 2 and 5 global); without a window every
+// layer is global; the key llama.cpp does not read for gemma3
+// (attention.scale) changes nothing, and a missing freq_base_swa is 10000.
+TEST(Gemma3Test, PatternWindowAndIgnoredKeys) {
+  auto ref = Load(RefPath("tiny-gemma3"));
+  ASSERT_TRUE(ref.ok());
+  const std::vector<float> want = Logits(**ref);
+  auto p3 = Load(EditedCopy("tiny-gemma3", "gemma3-p3.gguf", [](gguf::GgufWriter& w) {
+    w.SetU32("gemma3.attention.sliding_window_pattern", 3);
+  }));
+  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  for (size_t il = 0; il < 6; ++il) {
+    EXPECT_EQ((*p3)->config().layers[il].window, il % 3 < 2 ? 32 : 0) << il;
+  }
+  EXPECT_FALSE(BitEqual(Logits(**p3), want));
+  auto no_window = Load(EditedCopy("tiny-gemma3", "gemma3-no-window.gguf", [](gguf::GgufWriter&) {},
+                                   {"gemma3.attention.sliding_window"}));
+  ASSERT_TRUE(no_window.ok()) << no_window.status().ToString();
+  for (const LayerConfig& l : (*no_window)->config().layers) EXPECT_EQ(l.window, 0);
+  EXPECT_FALSE(BitEqual(Logits(**no_window), want));
+  auto ignored = Load(EditedCopy(
+      "tiny-gemma3", "gemma3-ignored.gguf",
+      [](gguf::GgufWriter& w) { w.SetF32("gemma3.attention.scale", 0.5f); },
+      {"gemma3.rope.freq_base_swa"}));
+  ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
+  EXPECT_TRUE(BitEqual(Logits(**ignored), want));
+}
+
 }  // namespace
 }  // namespace mx::models

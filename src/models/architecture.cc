@@ -3,11 +3,11 @@
 namespace mx::models {
 namespace {
 
-const Architecture* const kArchitectures[] = {&kLlamaArchitecture, &kQwen2Architecture,
-                                              &kQwen3Architecture, &kNemotronHArchitecture,
-                                              &kQwen35Architecture, &kSmolLm3Architecture,
-                                              &kGraniteArchitecture, &kPhi3Architecture,
-                                              &kMistral3Architecture};
+const Architecture* const kArchitectures[] = {
+    &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,
+    &kNemotronHArchitecture, &kQwen35Architecture, &kSmolLm3Architecture,
+    &kGraniteArchitecture,   &kPhi3Architecture,   &kGemma3Architecture,
+    &kMistral3Architecture};
 
 }  // namespace
 

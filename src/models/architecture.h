@@ -55,5 +55,6 @@ extern const Architecture kSmolLm3Architecture;
 extern const Architecture kGraniteArchitecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kMistral3Architecture;
+extern const Architecture kGemma3Architecture;
 
 }  // namespace mx::models

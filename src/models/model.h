@@ -45,6 +45,10 @@ struct LayerWeights {
   Matrix w_gate;                 // [n_embd] -> [n_ff]
   Matrix w_up;                   // [n_embd] -> [n_ff]
   Matrix w_down;                 // [n_ff] -> [n_embd]
+  // Norms of the mixer's and the FFN's outputs (ModelConfig::post_norms),
+  // else empty.
+  std::vector<float> post_attn_norm;  // [n_embd]
+  std::vector<float> post_ffn_norm;   // [n_embd]
   // Recurrent mixers (kMamba2, kDeltaNet); C = conv channels, H = ssm_n_head
   Matrix ssm_in;                 // Mamba2: [n_embd] -> [2*d_inner + 2*G*d_state + H]
   Matrix ssm_qkv;                // DeltaNet: [n_embd] -> [C] (q | k | v)

@@ -72,6 +72,7 @@ const char* ArchName(Arch arch) {
     case Arch::kGranite: return "granite";
     case Arch::kPhi3: return "phi3";
     case Arch::kMistral3: return "mistral3";
+    case Arch::kGemma3: return "gemma3";
   }
   return "?";
 }

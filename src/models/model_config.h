@@ -13,7 +13,18 @@
 
 namespace mx::models {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kNemotronH, kQwen35, kSmolLm3, kGranite, kPhi3, kMistral3 };
+enum class Arch {
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kNemotronH,
+  kQwen35,
+  kSmolLm3,
+  kGranite,
+  kPhi3,
+  kGemma3,
+  kMistral3,
+};
 const char* ArchName(Arch arch);
 
 // What a layer does to the residual stream x, in two steps:
@@ -31,6 +42,7 @@ enum class Ffn {
   kNone,
   kSwiGlu,       // down(silu(gate x) * up x)
   kReluSquared,  // down(relu(up x)^2) (nemotron_h)
+  kGeGlu,        // down(gelu_tanh(gate x) * up x), llama.cpp's f16-table GELU (gemma3)
 };
 const char* MixerName(Mixer mixer);
 
@@ -41,6 +53,12 @@ struct LayerConfig {
   int n_kv_head = 0;
   int n_ff = 0;
   bool rope = true;  // false: an attention layer without RoPE (smollm3's NoPE layers)
+  // Sliding-window attention (gemma3's local layers): a query at position p
+  // sees keys at p - window + 1 ... p only; 0: every earlier key.
+  int64_t window = 0;
+  // RoPE of a local layer: ModelConfig::rope with rope_local_base and
+  // frequency scale 1 (gemma3); false: ModelConfig::rope.
+  bool rope_local = false;
   bool has_attention() const {
     return mixer == Mixer::kAttention || mixer == Mixer::kGatedAttention;
   }
@@ -77,6 +95,9 @@ struct ModelConfig {
   // [t, h, w, extra]. For text every component is the token position, which
   // makes it the plain NeoX rotation of the first n_rot dims. Empty otherwise.
   std::vector<int> rope_sections;
+  // The base of the layers with LayerConfig::rope_local (gemma3
+  // rope.freq_base_swa); their frequency scale is 1.
+  float rope_local_base = 10000.0f;
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // output head = token_embd (decided from the tensors)
@@ -85,6 +106,11 @@ struct ModelConfig {
   float residual_scale = 1.0f;   // x += residual_scale * (mixer or FFN output)
   float attention_scale = 0.0f;  // softmax(q.k * attention_scale); 0: 1 / sqrt(head_dim)
   float logit_scale = 1.0f;      // logits = Wout h / logit_scale
+  // gemma3: the mixer's and the FFN's outputs are RMS-normed before they are
+  // added (post_attention_norm, post_ffw_norm).
+  bool post_norms = false;
+  // logits = cap * tanh(logits / cap) when > 0 (final_logit_softcapping).
+  float final_logit_softcap = 0.0f;
   // Llama 4's attention temperature (mistral3): after RoPE, q at position p
   // times 1 + attn_temperature_scale * ln(floor(p / attn_temperature_floor) + 1).
   // 0: off.

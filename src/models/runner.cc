@@ -171,11 +171,13 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
         case Mixer::kDeltaNet: DeltaNetMixer(l, rec_index++, n); break;
         case Mixer::kNone: break;
       }
+      if (c.post_norms) PostNorm(w.post_attn_norm, n);
       AddResidual(n);
     }
     if (lc.ffn != Ffn::kNone) {
       Norm(w.ffn_norm, n);
       FfnBlock(l, n);
+      if (c.post_norms) PostNorm(w.post_ffn_norm, n);
       AddResidual(n);
     }
   }
@@ -203,17 +205,30 @@ void Runner::Norm(const std::vector<float>& w, int64_t n) {
   }
 }
 
+void Runner::PostNorm(const std::vector<float>& w, int64_t n) {
+  const ModelConfig& c = model_.config();
+  const int64_t e = c.n_embd;
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::RmsNorm(&out_[i * e], w.data(), e, c.rms_eps, &out_[i * e]);
+  }
+}
+
 void Runner::FfnBlock(size_t layer, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layer(static_cast<int64_t>(layer));
   const int64_t e = c.n_embd, ff = c.layers[layer].n_ff;
   ff1_.resize(static_cast<size_t>(n * ff));
-  if (c.layers[layer].ffn == Ffn::kSwiGlu) {
+  const Ffn kind = c.layers[layer].ffn;
+  if (kind == Ffn::kSwiGlu || kind == Ffn::kGeGlu) {
     ff2_.resize(static_cast<size_t>(n * ff));
     const kernels::MatMulJob gate_up[] = {{w.w_gate, h_.data(), e, n, ff1_.data(), ff},
                                           {w.w_up, h_.data(), e, n, ff2_.data(), ff}};
     kernels::MatMuls(gate_up, &pool_);
-    kernels::SwiGlu(ff1_.data(), ff2_.data(), n * ff, ff1_.data());
+    if (kind == Ffn::kSwiGlu) {
+      kernels::SwiGlu(ff1_.data(), ff2_.data(), n * ff, ff1_.data());
+    } else {
+      kernels::GeGluF16Table(ff1_.data(), ff2_.data(), n * ff, ff1_.data());
+    }
   } else {
     kernels::MatMul(w.w_up, h_.data(), e, n, ff1_.data(), ff, &pool_);
     kernels::ReluSquared(ff1_.data(), n * ff);
@@ -235,6 +250,10 @@ void Runner::Output(std::span<const BatchEntry> batch, std::vector<float>* logit
     kernels::MatMul(model_.output(), h_.data(), e, n_out, logits->data(), c.n_vocab, &pool_);
     if (c.logit_scale != 1.0f) {
       for (float& v : *logits) v /= c.logit_scale;
+    }
+    if (c.final_logit_softcap > 0.0f) {
+      const float cap = c.final_logit_softcap, inv = 1.0f / cap;
+      for (float& v : *logits) v = std::tanh(v * inv) * cap;
     }
   }
 }

@@ -105,6 +105,8 @@ class Runner {
   Status Prepare(std::span<const BatchEntry> batch);
   // h_ = rms(x_, w) for the n entries.
   void Norm(const std::vector<float>& w, int64_t n);
+  // out_ = rms(out_, w) for the n entries (ModelConfig::post_norms).
+  void PostNorm(const std::vector<float>& w, int64_t n);
   // x_ += residual_scale * out_ for the n entries.
   void AddResidual(int64_t n);
   // The blocks (architecture.h): each reads the normed input h_ of the n
@@ -117,6 +119,10 @@ class Runner {
   // Long-context generation attention in two phases; false (nothing done)
   // when the batch does not qualify (runner_attention.cc).
   bool SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale);
+  // Sliding-window attention (LayerConfig::window): each query over its
+  // last `window` rows only, one query per task.
+  void WindowAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
+                       int64_t window);
   void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
   const Model& model_;

@@ -58,7 +58,7 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
   // The context's RoPE (frequency tables, YaRN, LongRoPE's set), the one a
   // context shift re-rotates with; none on NoPE layers.
   const bool rope_on = layout_->rope_on(attn_index);
-  const kernels::RopeParams rope = layout_->rope_params();
+  const kernels::RopeParams rope = layout_->rope_params(attn_index);
   for (int64_t i = 0; i < n; ++i) {
     float* q = &q_[i * q_dim];
     float* k = &k_[i * kv_dim];
@@ -109,7 +109,12 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
   const int per_tile =
       n_tiles * lc.n_kv_head >= static_cast<int64_t>(pool_.n_threads()) ? lc.n_kv_head : lc.n_head;
   const int heads_per_task = lc.n_head / per_tile;
-  if (SplitAttention(attn_index, lc.n_head, lc.n_kv_head, hd, scale)) {
+  const int64_t window = layout_->window(attn_index);
+  const bool masked = window > 0 && std::any_of(plan_.begin(), plan_.end(),
+                                                [&](const Planned& p) { return p.pos >= window; });
+  if (masked) {
+    WindowAttention(attn_index, lc.n_head, lc.n_kv_head, hd, scale, window);
+  } else if (SplitAttention(attn_index, lc.n_head, lc.n_kv_head, hd, scale)) {
     // done: long-context generation in two phases
   } else {
     pool_.ParallelFor(n_tiles * per_tile, [&](int64_t task, int thread) {
@@ -138,6 +143,45 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     for (size_t j = 0; j < att_.size(); ++j) att_[j] *= Sigmoid(gate_[j]);
   }
   kernels::MatMul(w.wo, att_.data(), q_dim, n, out_.data(), e, &pool_);
+}
+
+// A query at row p of a windowed layer reads rows [p - window + 1, p]: its
+// K/V view starts at the window's first row. One query per task (each
+// query's window starts elsewhere), split by kv head, or by head when that
+// gives fewer tasks than threads; AttentionRows gives a query the same bits
+// whatever it is batched with, so chunks and batches agree with one batch.
+void Runner::WindowAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
+                             int64_t window) {
+  const int64_t q_dim = n_head * hd;
+  const auto n = static_cast<int64_t>(plan_.size());
+  const size_t k_head = kernels::KvHeadBytes(layout_->k_type, hd);
+  const size_t v_head = kernels::KvHeadBytes(layout_->v_type, hd);
+  const size_t k_row = layout_->k_row_bytes(attn_index), v_row = layout_->v_row_bytes(attn_index);
+  const int group = n_head / n_kv_head;
+  const int per_query =
+      n * n_kv_head >= static_cast<int64_t>(pool_.n_threads()) ? n_kv_head : n_head;
+  const int heads_per_task = n_head / per_query;
+  pool_.ParallelFor(n * per_query, [&](int64_t task, int thread) {
+    const int64_t i = task / per_query;
+    const int h0 = static_cast<int>(task % per_query) * heads_per_task;
+    const Planned& p = plan_[static_cast<size_t>(i)];
+    const int64_t first_row = std::max<int64_t>(0, p.pos + 1 - window);
+    const int64_t n_pos = p.pos + 1 - first_row;  // [n_q = 1]
+    const auto kv_head = static_cast<size_t>(h0 / group);
+    kernels::KvView kv;
+    kv.k_type = layout_->k_type;
+    kv.v_type = layout_->v_type;
+    kv.k = p.seq->k_data(attn_index) + static_cast<size_t>(first_row) * k_row + kv_head * k_head;
+    kv.v = p.seq->v_data(attn_index) + static_cast<size_t>(first_row) * v_row + kv_head * v_head;
+    kv.k_row_bytes = k_row;
+    kv.v_row_bytes = v_row;
+    kv.n_kv_head = 1;
+    kv.head_dim = static_cast<int>(hd);
+    const int64_t at = i * q_dim + h0 * hd;
+    kernels::AttentionRows(&q_[static_cast<size_t>(at)], q_dim, 1, heads_per_task, kv, &n_pos,
+                           scale, &att_[static_cast<size_t>(at)], q_dim,
+                           att_scratch_[static_cast<size_t>(thread)].data());
+  });
 }
 
 // Generation over long contexts (kernels.h AttentionScores): F16 or F32 keys,

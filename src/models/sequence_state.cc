@@ -33,6 +33,13 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
     if (!layer.has_attention()) continue;
     l.kv_dims.push_back(layer.n_kv_head * c.head_dim_k);
     l.rope_layers.push_back(layer.rope ? 1 : 0);
+    l.windows.push_back(layer.window);
+    l.rope_local_layers.push_back(layer.rope_local ? 1 : 0);
+  }
+  const auto nonzero = [](auto v) { return v != 0; };
+  if (std::none_of(l.windows.begin(), l.windows.end(), nonzero)) l.windows.clear();
+  if (std::none_of(l.rope_local_layers.begin(), l.rope_local_layers.end(), nonzero)) {
+    l.rope_local_layers.clear();
   }
   for (const auto& layer : c.layers) {
     if (!layer.is_recurrent()) continue;
@@ -50,11 +57,24 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
   l.rope.freq_factors = nullptr;
   l.rope_freq_factors = c.RopeFactorsFor(n_ctx);
   l.head_dim = c.head_dim_k;
+  l.rope_local = l.rope;
+  if (!l.rope_local_layers.empty()) {
+    l.rope_local.freq_base = c.rope_local_base;
+    l.rope_local.freq_scale = 1.0f;
+  }
   return l;
 }
 
 kernels::RopeParams StateLayout::rope_params() const {
   kernels::RopeParams p = rope;
+  p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
+  return p;
+}
+
+kernels::RopeParams StateLayout::rope_params(size_t attn_layer) const {
+  if (attn_layer >= rope_local_layers.size() || rope_local_layers[attn_layer] == 0)
+    return rope_params();
+  kernels::RopeParams p = rope_local;
   p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
   return p;
 }
@@ -122,6 +142,15 @@ uint64_t StateLayout::Fingerprint() const {
   if (std::find(rope_layers.begin(), rope_layers.end(), 0) != rope_layers.end()) {
     h = Mix(h, uint32_t{0x4e4f5045});  // "NOPE"
     for (uint8_t r : rope_layers) h = Mix(h, r);
+  }
+  if (!windows.empty() || !rope_local_layers.empty()) {
+    h = Mix(h, uint32_t{0x53574131});  // "SWA1"
+    h = Mix(h, static_cast<uint64_t>(windows.size()));
+    for (int64_t w : windows) h = Mix(h, w);
+    h = Mix(h, static_cast<uint64_t>(rope_local_layers.size()));
+    for (uint8_t r : rope_local_layers) h = Mix(h, r);
+    h = Mix(h, rope_local.freq_base);
+    h = Mix(h, rope_local.freq_scale);
   }
   return h;
 }
@@ -450,10 +479,11 @@ Status SequenceState::RemoveSpan(int64_t p0, int64_t p1) {
   if (d == 0) return Status::Ok();
   const int64_t n_move = n_tokens_ - p1;
   std::vector<float> row;
-  // The keys carry their scale (attention factor, YaRN) already: rotate only.
-  kernels::RopeParams shift = layout_->rope_params();
-  shift.rotation_only = true;
   for (size_t i = 0; i < k_row_bytes_.size(); ++i) {
+    // The keys carry their scale (attention factor, YaRN) already: rotate
+    // only, with the layer's own RoPE (local layers: their base).
+    kernels::RopeParams shift = layout_->rope_params(i);
+    shift.rotation_only = true;
     std::memmove(k_row(i, p0), k_row(i, p1), static_cast<size_t>(n_move) * k_row_bytes_[i]);
     std::memmove(v_row(i, p0), v_row(i, p1), static_cast<size_t>(n_move) * v_row_bytes_[i]);
     if (!layout_->rope_on(i)) continue;

@@ -62,10 +62,23 @@ struct StateLayout {
   // Per attention layer: 0 when its keys carry no RoPE (NoPE layers); a
   // layout without entries (hand-made) rotates every layer.
   std::vector<uint8_t> rope_layers;
+  // Per attention layer: its sliding window (0: full attention), and 1 when
+  // it rotates with rope_local (gemma3's local layers); empty when no layer
+  // has either. A state keeps every position's rows on windowed layers too
+  // (the window is a mask, docs/state_format.md "Sliding-window layers").
+  std::vector<int64_t> windows;
+  std::vector<uint8_t> rope_local_layers;
+  kernels::RopeParams rope_local;  // rope with the local base and frequency scale 1
 
   // The RoPE of this context's keys and queries (rope + rope_freq_factors),
-  // valid while this layout lives.
+  // valid while this layout lives; per attention layer (local layers'
+  // own base) or the global one.
   kernels::RopeParams rope_params() const;
+  kernels::RopeParams rope_params(size_t attn_layer) const;
+  // The sliding window of attention layer attn_layer (0: none).
+  int64_t window(size_t attn_layer) const {
+    return attn_layer < windows.size() ? windows[attn_layer] : 0;
+  }
   // True when attention layer attn_layer rotates its queries and keys.
   bool rope_on(size_t attn_layer) const {
     return use_rope && (attn_layer >= rope_layers.size() || rope_layers[attn_layer] != 0);

@@ -375,7 +375,8 @@ INSTANTIATE_TEST_SUITE_P(Models, StateTest,
                                            StateCase{"tiny-hybrid-nemotron_h"},
                                            StateCase{"tiny-qwen35"}, StateCase{"tiny-llama31"},
                                            StateCase{"tiny-qwen3-yarn"}, StateCase{"tiny-phi3"},
-                                           StateCase{"tiny-smollm3"}, StateCase{"tiny-granite"}),
+                                           StateCase{"tiny-smollm3"}, StateCase{"tiny-granite"},
+                                           StateCase{"tiny-gemma3"}),
                          StateCaseName);
 
 // Every state operation under the quantized KV types (and K and V of
@@ -466,11 +467,12 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
 
 // Layer 0's keys depend on their own token only, so after a shift they must
 // be what a fresh read of the kept tokens computes: the re-rotation uses the
-// same frequencies (Llama 3.1 factors, YaRN, LongRoPE's table) and does not
+// same frequencies (Llama 3.1 factors, YaRN, LongRoPE's table, gemma3's local
+// base on its local layer 0) and does not
 // scale the keys again (YaRN's and phi3's attention factor).
 TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
-  for (const std::string name :
-       {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn", "tiny-phi3", "tiny-smollm3"}) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn",
+                                 "tiny-phi3", "tiny-smollm3", "tiny-gemma3"}) {
     SCOPED_TRACE(name);
     auto model = Model::Load(Env::Default(), RefModelPath(name), {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok());

@@ -181,7 +181,8 @@ void PlanPhi3Layer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<Te
   plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
 }
 
-// llama, qwen2, qwen3, smollm3, granite: attention + SwiGLU FFN.
+// llama, qwen2, qwen3, smollm3, granite: attention + SwiGLU FFN; gemma3:
+// q/k norms, norms after attention and FFN (GELU-gated FFN, same tensors).
 void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<TensorPlan>* plan) {
   const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
   plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
@@ -193,15 +194,18 @@ void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<T
     plan->push_back(Normal(Blk(i, "attn_k.bias"), {kv_dim}, 0.5f));
     plan->push_back(Normal(Blk(i, "attn_v.bias"), {kv_dim}, 0.5f));
   }
-  if (s.arch == "qwen3") {
+  const bool gemma3 = s.arch == "gemma3";
+  if (s.arch == "qwen3" || gemma3) {
     plan->push_back(Norm(Blk(i, "attn_q_norm.weight"), {hd}));
     plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
   }
   plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  if (gemma3) plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
   plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
   plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
+  if (gemma3) plan->push_back(Norm(Blk(i, "post_ffw_norm.weight"), {e}));
 }
 
 // nemotron_h: one of Mamba2 ('M'), attention ('*') or MLP ('-') per layer.
@@ -367,6 +371,15 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
     w->SetF32(a + ".rope.scaling.attn_factor",
               static_cast<float>(std::sqrt(1 + std::log(stretch) / std::log(double(s.rope_orig_ctx)))));
     w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  }
+  if (a == "gemma3") {
+    if (s.sliding_window > 0)
+      w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    if (s.sliding_window_pattern > 0) {
+      w->SetU32(a + ".attention.sliding_window_pattern",
+                static_cast<uint32_t>(s.sliding_window_pattern));
+    }
+    w->SetF32(a + ".rope.freq_base_swa", s.rope_theta_swa);
   }
   if (a == "granite") {
     w->SetF32(a + ".embedding_scale", s.granite_embedding_scale);

@@ -29,7 +29,8 @@ namespace mx::models {
 
 struct SyntheticSpec {
   std::string name = "synthetic";
-  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, phi3
+  std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35,
+                               // smollm3, granite, phi3, gemma3
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;
@@ -86,6 +87,14 @@ struct SyntheticSpec {
   // sqrt(1 + ln(n_ctx / C) / ln(C)), and sliding_window (ignored by readers).
   int64_t rope_orig_ctx = 8192;
   int64_t sliding_window = 0;
+  // gemma3 (local : global sliding-window layers, two RoPE bases, q/k norms,
+  // norms after attention and FFN, GELU-tanh gated FFN): sliding_window is
+  // attention.sliding_window (0: every layer global); the pattern P makes
+  // layer il local iff il % P < P - 1 (attention.sliding_window_pattern,
+  // written only when not 0; readers default to 6); local layers rotate with
+  // rope_theta_swa (rope.freq_base_swa), global ones with rope_theta.
+  int64_t sliding_window_pattern = 0;
+  float rope_theta_swa = 10000.0f;
   // granite: the four scales (granite.embedding_scale, residual_scale,
   // attention.scale, logit_scale), Granite 3.x's values by default.
   float granite_embedding_scale = 12.0f;
@@ -102,7 +111,9 @@ struct SyntheticSpec {
 // tiny-hybrid-nemotron_h shape), "tiny-qwen35" (the ref tiny-qwen35 shape and
 // metadata), "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m",
 // "llama3.2-1b" (Llama 3.2 1B with its frequency factors), "phi4-mini"
-// (Phi-4-mini: LongRoPE, partial rotary, fused projections).
+// (Phi-4-mini: LongRoPE, partial rotary, fused projections), "tiny-gemma3"
+// (the ref tiny-gemma3 shape: window 32), "gemma-3-1b" (Gemma 3 1B: window
+// 512, 5 local : 1 global).
 // InvalidArgument listing the names otherwise.
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset);
 std::vector<std::string> SyntheticPresetNames();

@@ -695,5 +695,57 @@ TEST(SyntheticDenseFamiliesTest, BadDenseSpecsNameTheField) {
   EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);
 }
 
+// tiny-gemma3: the ref tiny-gemma3 file's tensors (names and shapes) and its
+// gemma3 keys; the model reads with its window and runs the same in one
+// batch and token by token.
+TEST(SyntheticDenseFamiliesTest, TinyGemma3PresetHasTheRefFilesTensors) {
+  auto ref = gguf::GgufFile::Open(Env::Default(),
+                                  std::string(MATRICXON_REF_DIR) + "/models/tiny-gemma3.gguf");
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  auto preset = SyntheticPreset("tiny-gemma3");
+  ASSERT_TRUE(preset.ok());
+  auto ours = WritePreset(*preset, "tiny-gemma3.gguf");
+  ASSERT_NE(ours, nullptr);
+  ASSERT_EQ(ours->tensors().size(), (*ref)->tensors().size());
+  for (const gguf::TensorInfo& t : (*ref)->tensors()) {
+    const gguf::TensorInfo* got = ours->FindTensor(t.name);
+    ASSERT_NE(got, nullptr) << t.name;
+    EXPECT_EQ(got->shape, t.shape) << t.name;
+  }
+  for (const char* key :
+       {"gemma3.attention.sliding_window", "gemma3.rope.freq_base_swa", "gemma3.rope.freq_base",
+        "gemma3.attention.key_length", "gemma3.attention.layer_norm_rms_epsilon"}) {
+    ASSERT_NE(ours->Find(key), nullptr) << key;
+    EXPECT_TRUE(SameValue(*ours->Find(key), *(*ref)->Find(key))) << key;
+  }
+  const std::string path = TempPath("tiny-gemma3-load.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(Env::Default(), *preset, path).ok());
+  auto model = Model::Load(Env::Default(), path, {.progress = nullptr, .prefault = false});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->config().layers[0].window, 32);
+  EXPECT_EQ((*model)->config().layers[5].window, 0);
+  std::vector<float> batched, stepwise;
+  RunBothWays(**model, &batched, &stepwise);
+  for (float v : batched) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(0, std::memcmp(batched.data(), stepwise.data(), batched.size() * sizeof(float)));
+}
+
+TEST(SyntheticDenseFamiliesTest, Gemma3_1BPresetShapes) {
+  auto preset = SyntheticPreset("gemma-3-1b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->arch, "gemma3");
+  EXPECT_EQ(preset->n_layer, 26);
+  EXPECT_EQ(preset->n_embd, 1152);
+  EXPECT_EQ(preset->head_dim, 256);
+  EXPECT_EQ(preset->n_kv_head, 1);
+  EXPECT_EQ(preset->sliding_window, 512);
+  EXPECT_EQ(preset->n_vocab, 262144);
+  EXPECT_TRUE(ValidateSyntheticSpec(*preset).ok());
+  SyntheticSpec s = *preset;
+  s.arch = "llama";
+  s.sliding_window_pattern = 6;
+  EXPECT_EQ(ValidateSyntheticSpec(s).code(), Status::Code::kInvalidArgument);  // gemma3 only
+}
+
 }  // namespace
 }  // namespace mx::models

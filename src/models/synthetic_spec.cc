@@ -11,8 +11,8 @@
 namespace mx::models {
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny",       "tiny-hybrid",  "tiny-qwen35", "smollm2-135m", "qwen3-0.6b",
-          "qwen3.5-0.8b", "llama-135m", "llama3.2-1b", "phi4-mini"};
+  return {"tiny",       "tiny-hybrid", "tiny-qwen35", "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b",
+          "llama-135m", "llama3.2-1b", "phi4-mini",   "tiny-gemma3",  "gemma-3-1b"};
 }
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
@@ -72,6 +72,19 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.n_layer = 32, s.n_embd = 3072, s.n_head = 24, s.n_kv_head = 8, s.n_ff = 8192;
     s.n_vocab = 200064, s.n_ctx = 131072, s.tied_embeddings = true, s.rope_theta = 10000;
     s.rope_dims = 96, s.rope_orig_ctx = 4096, s.sliding_window = 0;
+    return s;
+  }
+  if (preset == "tiny-gemma3") {  // the shape of ref/tiny-gemma3
+    s.arch = "gemma3";
+    s.n_layer = 6, s.n_embd = 64, s.n_head = 4, s.n_kv_head = 1, s.head_dim = 32, s.n_ff = 192;
+    s.tied_embeddings = true, s.rope_theta = 1e6f, s.sliding_window = 32;
+    return s;
+  }
+  if (preset == "gemma-3-1b") {  // Gemma 3 1B (google/gemma-3-1b-it)
+    s.arch = "gemma3";
+    s.n_layer = 26, s.n_embd = 1152, s.n_head = 4, s.n_kv_head = 1, s.head_dim = 256;
+    s.n_ff = 6912, s.n_vocab = 262144, s.n_ctx = 32768, s.tied_embeddings = true;
+    s.rope_theta = 1e6f, s.sliding_window = 512;
     return s;
   }
   std::string names;
@@ -156,10 +169,24 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     return Status::Ok();
   };
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h" &&
-      s.arch != "qwen35" && s.arch != "smollm3" && s.arch != "granite" && s.arch != "phi3") {
+      s.arch != "qwen35" && s.arch != "smollm3" && s.arch != "granite" && s.arch != "phi3" &&
+      s.arch != "gemma3") {
     return Status::InvalidArgument("arch '" + s.arch +
                                    "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h, "
-                                   "qwen35, smollm3, granite, phi3)");
+                                   "qwen35, smollm3, granite, phi3, gemma3)");
+  }
+  if (s.sliding_window < 0 || s.sliding_window > (1 << 24) || s.sliding_window_pattern < 0 ||
+      s.sliding_window_pattern > 4096) {
+    return Status::InvalidArgument("sliding window " + std::to_string(s.sliding_window) +
+                                   " / pattern " + std::to_string(s.sliding_window_pattern) +
+                                   ", expected 0.." + std::to_string(1 << 24) + " / 0..4096");
+  }
+  if (s.arch != "gemma3" && s.sliding_window_pattern != 0) {
+    return Status::InvalidArgument("sliding-window-pattern is only written for gemma3");
+  }
+  if (s.arch == "gemma3" && !(s.rope_theta_swa > 1)) {
+    return Status::InvalidArgument("gemma3 local RoPE base " + std::to_string(s.rope_theta_swa) +
+                                   ", expected a number above 1");
   }
   if (s.llama3_rope_factor != 0) {
     if (s.arch != "llama") {

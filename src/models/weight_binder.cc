@@ -203,7 +203,7 @@ Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* nor
   const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
   const int64_t e = c.n_embd;
   MX_ASSIGN_OR_RETURN(w.ffn_norm, b.Vec(Blk(i, norm), {e}));
-  if (lc.ffn == Ffn::kSwiGlu) {
+  if (lc.ffn == Ffn::kSwiGlu || lc.ffn == Ffn::kGeGlu) {
     MX_ASSIGN_OR_RETURN(w.w_gate, b.Mat(Blk(i, "ffn_gate.weight"), e, lc.n_ff));
   }
   MX_ASSIGN_OR_RETURN(w.w_up, b.Mat(Blk(i, "ffn_up.weight"), e, lc.n_ff));
