@@ -314,7 +314,7 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
     case DType::kQ5_1:
       return IntegerGemm<Blocks32<kQ5_1>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemm32Avx512(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 

@@ -280,7 +280,7 @@ void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
     case DType::kQ5_1:
       return Sweep32<kQ5_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemm32Avx2(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 
@@ -294,7 +294,7 @@ void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, i
     case DType::kQ6_K:
       return QSweep<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemmAvx2(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 
