@@ -43,6 +43,10 @@ RefModel LoadRefModel(const std::string& name) {
     return m;
   }
   nlohmann::json j = nlohmann::json::parse(in);
+  // The file the set was made from, relative to the reference folder (the
+  // low-bit sets' models live in quant/models/).
+  if (j.contains("model") && j["model"].is_string())
+    m.model_path = RefDir() + "/" + j["model"].get<std::string>();
   m.add_bos = j.value("add_bos", false);
   for (const auto& p : j["prompts"]) {
     RefPrompt r;
