@@ -138,6 +138,10 @@ bool DequantizeSupportedRef(DType type);
 void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out);
 void QuantizeQ8_32Ref(const float* x, int64_t n, Q8Block32* out);
 bool QuantizeSupportedRef(DType type);
+// One block's quantizer (make-model): lowbit_quant.cc's for the low-bit
+// types that have one, else null.
+using BlockQuantFn = void (*)(const float* x, uint8_t* block);
+BlockQuantFn LowbitQuantFor(DType type);
 // Q8_0 / Q4_0 KV rows rounded as kernels.h StoreKvRow states; false (nothing
 // written) for other types or n not a multiple of 32.
 bool QuantizeKvRowRef(DType type, const float* src, uint8_t* dst, int64_t n);

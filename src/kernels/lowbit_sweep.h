@@ -17,22 +17,21 @@
 namespace mx::kernels::internal {
 namespace {
 
-constexpr int kLowbitTokens = 16; // tokens sharing one unpacked row block
+constexpr int kLowbitTokens = 16;  // tokens sharing one unpacked row block
 
 struct LowbitF16c {
-  static float Half(const uint8_t *p) {
+  static float Half(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
     return _cvtsh_ss(h);
   }
 };
 
-static inline __m256i LowbitLoad32(const void *p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+static inline __m256i LowbitLoad32(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 static inline int32_t LowbitSumLanes(__m256i v) {
-  __m128i s =
-      _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
   return _mm_cvtsi128_si32(s);
@@ -49,76 +48,67 @@ static inline int32_t LowbitSumLanes128(__m128i s) {
 struct LowbitPrep256Avx2 {
   __m256i absq[8], q[8], sc[8];
   __m256i mn;
-  explicit LowbitPrep256Avx2(const Lowbit256 &b) {
+  explicit LowbitPrep256Avx2(const Lowbit256& b) {
     for (int v = 0; v < 8; ++v) {
       q[v] = LowbitLoad32(b.q + 32 * v);
       absq[v] = _mm256_abs_epi8(q[v]);
-      sc[v] = _mm256_setr_m128i(_mm_set1_epi16(b.sc[2 * v]),
-                                _mm_set1_epi16(b.sc[2 * v + 1]));
+      sc[v] = _mm256_setr_m128i(_mm_set1_epi16(b.sc[2 * v]), _mm_set1_epi16(b.sc[2 * v + 1]));
     }
     mn = LowbitLoad32(b.mn);
   }
   // The exact sums S (and M when kHasMin) of lowbit_blocks.h.
   template <bool kHasMin>
-  void Sums(const Q8KBlock &x, int32_t *s, int32_t *m) const {
+  void Sums(const Q8KBlock& x, int32_t* s, int32_t* m) const {
     __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v) {
-      const __m256i p = _mm256_maddubs_epi16(
-          absq[v], _mm256_sign_epi8(LowbitLoad32(x.q + 32 * v), q[v]));
+      const __m256i p =
+          _mm256_maddubs_epi16(absq[v], _mm256_sign_epi8(LowbitLoad32(x.q + 32 * v), q[v]));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sc[v]));
     }
     *s = LowbitSumLanes(sum);
-    *m = kHasMin ? LowbitSumLanes(_mm256_madd_epi16(mn, LowbitLoad32(x.bsums)))
-                 : 0;
+    *m = kHasMin ? LowbitSumLanes(_mm256_madd_epi16(mn, LowbitLoad32(x.bsums))) : 0;
   }
 };
 
 // Rows [0, n_rows) x tokens of a kind-256 type with the path's Prep.
 template <class Prep, uint32_t kType>
-void LowbitSweep256(const uint8_t *w, size_t row_bytes, int64_t n_rows,
-                    int64_t n_blocks, const Q8KBlock *a, int64_t lda,
-                    int64_t n_tokens, float *y, int64_t ldy) {
+void LowbitSweep256(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                    const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   constexpr LowbitLayout l = LowbitLayoutFor(kType);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kLowbitTokens) {
-    const int nt = static_cast<int>(
-        n_tokens - t0 < kLowbitTokens ? n_tokens - t0 : kLowbitTokens);
+    const int nt = static_cast<int>(n_tokens - t0 < kLowbitTokens ? n_tokens - t0 : kLowbitTokens);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t *row = w + static_cast<size_t>(r) * row_bytes;
+      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
       float acc[kLowbitTokens] = {};
       for (int64_t ib = 0; ib < n_blocks; ++ib) {
-        _mm_prefetch(
-            reinterpret_cast<const char *>(row + row_bytes + ib * l.bytes),
-            _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + ib * l.bytes), _MM_HINT_T0);
         Lowbit256 u;
         UnpackLowbit256<LowbitF16c>(kType, row + ib * l.bytes, &u);
         const Prep p(u);
         for (int t = 0; t < nt; ++t) {
-          const Q8KBlock &x = a[(t0 + t) * lda + ib];
+          const Q8KBlock& x = a[(t0 + t) * lda + ib];
           int32_t s, m;
           p.template Sums<l.has_min>(x, &s, &m);
           acc[t] = Lowbit256Step<l.has_min>(u, x.d, s, m, acc[t]);
         }
       }
-      for (int t = 0; t < nt; ++t)
-        y[(t0 + t) * ldy + r] = acc[t];
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = acc[t];
     }
   }
 }
 
 // Rows [0, n_rows) x tokens of a kind-32 type (n_act Q8_0 blocks per token).
 template <uint32_t kType>
-void LowbitSweep32(const uint8_t *w, size_t row_bytes, int64_t n_rows,
-                   int64_t n_act, const Q8Block32 *a, int64_t lda,
-                   int64_t n_tokens, float *y, int64_t ldy) {
+void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_act,
+                   const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   constexpr LowbitLayout l = LowbitLayoutFor(kType);
   constexpr int kPerBlock = l.values / 32;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kLowbitTokens) {
-    const int nt = static_cast<int>(
-        n_tokens - t0 < kLowbitTokens ? n_tokens - t0 : kLowbitTokens);
+    const int nt = static_cast<int>(n_tokens - t0 < kLowbitTokens ? n_tokens - t0 : kLowbitTokens);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t *row = w + static_cast<size_t>(r) * row_bytes;
+      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
       float acc[kLowbitTokens] = {};
       for (int64_t k = 0; k < n_act; ++k) {
         Lowbit32 u;
@@ -126,57 +116,50 @@ void LowbitSweep32(const uint8_t *w, size_t row_bytes, int64_t n_rows,
                                    static_cast<int>(k % kPerBlock), &u);
         const __m256i q = LowbitLoad32(u.q), absq = _mm256_abs_epi8(q);
         for (int t = 0; t < nt; ++t) {
-          const Q8Block32 &x = a[(t0 + t) * lda + k];
+          const Q8Block32& x = a[(t0 + t) * lda + k];
           const __m256i p = _mm256_madd_epi16(
-              _mm256_maddubs_epi16(absq,
-                                   _mm256_sign_epi8(LowbitLoad32(x.q), q)),
-              ones);
+              _mm256_maddubs_epi16(absq, _mm256_sign_epi8(LowbitLoad32(x.q), q)), ones);
           const int32_t s0 = LowbitSumLanes128(_mm256_castsi256_si128(p));
           const int32_t s1 = LowbitSumLanes128(_mm256_extracti128_si256(p, 1));
           acc[t] = Lowbit32Step<l.two_scales>(u, x.d, s0, s1, acc[t]);
         }
       }
-      for (int t = 0; t < nt; ++t)
-        y[(t0 + t) * ldy + r] = acc[t];
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = acc[t];
     }
   }
 }
 
 // isa.h QGemmFn / QGemm32Fn over the low-bit types with the path's Prep256.
-#define MX_LOWBIT_256_TYPES(X)                                                 \
+#define MX_LOWBIT_256_TYPES(X) \
   X(10) X(11) X(16) X(17) X(18) X(19) X(21) X(22) X(23) X(29) X(34) X(35)
 #define MX_LOWBIT_32_TYPES(X) X(20) X(39) X(40) X(41) X(42)
 
 template <class Prep>
-void LowbitQGemm(DType type, const uint8_t *w, size_t row_bytes, int64_t n_rows,
-                 int64_t n_blocks, const Q8KBlock *a, int64_t lda,
-                 int64_t n_tokens, float *y, int64_t ldy) {
+void LowbitQGemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
+                 const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   switch (static_cast<uint32_t>(type)) {
-#define MX_CASE(id)                                                            \
-  case id:                                                                     \
-    return LowbitSweep256<Prep, id>(w, row_bytes, n_rows, n_blocks, a, lda,    \
-                                    n_tokens, y, ldy);
+#define MX_CASE(id) \
+  case id:          \
+    return LowbitSweep256<Prep, id>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     MX_LOWBIT_256_TYPES(MX_CASE)
 #undef MX_CASE
-  default:
-    return;
+    default:
+      return;
   }
 }
-inline void LowbitQGemm32(DType type, const uint8_t *w, size_t row_bytes,
-                          int64_t n_rows, int64_t n_act, const Q8Block32 *a,
-                          int64_t lda, int64_t n_tokens, float *y,
-                          int64_t ldy) {
+inline void LowbitQGemm32(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                          int64_t n_act, const Q8Block32* a, int64_t lda, int64_t n_tokens,
+                          float* y, int64_t ldy) {
   switch (static_cast<uint32_t>(type)) {
-#define MX_CASE(id)                                                            \
-  case id:                                                                     \
-    return LowbitSweep32<id>(w, row_bytes, n_rows, n_act, a, lda, n_tokens, y, \
-                             ldy);
+#define MX_CASE(id) \
+  case id:          \
+    return LowbitSweep32<id>(w, row_bytes, n_rows, n_act, a, lda, n_tokens, y, ldy);
     MX_LOWBIT_32_TYPES(MX_CASE)
 #undef MX_CASE
-  default:
-    return;
+    default:
+      return;
   }
 }
 
-} // namespace
-} // namespace mx::kernels::internal
+}  // namespace
+}  // namespace mx::kernels::internal

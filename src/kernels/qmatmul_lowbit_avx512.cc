@@ -12,52 +12,47 @@ struct LowbitPrep256Avx512 {
   __m512i absq[4], sc[4];
   __mmask64 neg[4];
   __m256i mn;
-  explicit LowbitPrep256Avx512(const Lowbit256 &b) {
+  explicit LowbitPrep256Avx512(const Lowbit256& b) {
     for (int v = 0; v < 4; ++v) {
       const __m512i q = _mm512_loadu_si512(b.q + 64 * v);
       absq[v] = _mm512_abs_epi8(q);
       neg[v] = _mm512_movepi8_mask(q);
       // int16 lane j pairs values 2j, 2j + 1 of group 4v + j / 8.
       sc[v] = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_setr_m128i(
-              _mm_set1_epi16(b.sc[4 * v]), _mm_set1_epi16(b.sc[4 * v + 1]))),
-          _mm256_setr_m128i(_mm_set1_epi16(b.sc[4 * v + 2]),
-                            _mm_set1_epi16(b.sc[4 * v + 3])),
-          1);
+          _mm512_castsi256_si512(
+              _mm256_setr_m128i(_mm_set1_epi16(b.sc[4 * v]), _mm_set1_epi16(b.sc[4 * v + 1]))),
+          _mm256_setr_m128i(_mm_set1_epi16(b.sc[4 * v + 2]), _mm_set1_epi16(b.sc[4 * v + 3])), 1);
     }
     mn = LowbitLoad32(b.mn);
   }
   template <bool kHasMin>
-  void Sums(const Q8KBlock &x, int32_t *s, int32_t *m) const {
+  void Sums(const Q8KBlock& x, int32_t* s, int32_t* m) const {
     const __m512i zero = _mm512_setzero_si512();
     __m512i sum = zero;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i xa = _mm512_loadu_si512(x.q + 64 * v);
       const __m512i signed_x = _mm512_mask_sub_epi8(xa, neg[v], zero, xa);
-      sum = _mm512_add_epi32(
-          sum,
-          _mm512_madd_epi16(_mm512_maddubs_epi16(absq[v], signed_x), sc[v]));
+      sum =
+          _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(absq[v], signed_x), sc[v]));
     }
     *s = _mm512_reduce_add_epi32(sum);
-    *m = kHasMin ? LowbitSumLanes(_mm256_madd_epi16(mn, LowbitLoad32(x.bsums)))
-                 : 0;
+    *m = kHasMin ? LowbitSumLanes(_mm256_madd_epi16(mn, LowbitLoad32(x.bsums))) : 0;
   }
 };
 
-} // namespace
+}  // namespace
 
-void LowbitQGemmAvx512(DType type, const uint8_t *w, size_t row_bytes,
-                       int64_t n_rows, int64_t n_blocks, const Q8KBlock *a,
-                       int64_t lda, int64_t n_tokens, float *y, int64_t ldy) {
-  LowbitQGemm<LowbitPrep256Avx512>(type, w, row_bytes, n_rows, n_blocks, a, lda,
-                                   n_tokens, y, ldy);
+void LowbitQGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                       int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
+                       int64_t ldy) {
+  LowbitQGemm<LowbitPrep256Avx512>(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
 }
 
-void LowbitQGemm32Avx512(DType type, const uint8_t *w, size_t row_bytes,
-                         int64_t n_rows, int64_t n_blocks, const Q8Block32 *a,
-                         int64_t lda, int64_t n_tokens, float *y, int64_t ldy) {
+void LowbitQGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                         int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens,
+                         float* y, int64_t ldy) {
   LowbitQGemm32(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
 }
 
-} // namespace mx::kernels::internal
+}  // namespace mx::kernels::internal

@@ -212,7 +212,7 @@ BlockQuant QuantFor(DType type) {
     case DType::kQ6_K:
       return QuantQ6K;
     default:
-      return nullptr;
+      return LowbitQuantFor(type);
   }
 }
 
