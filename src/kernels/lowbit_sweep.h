@@ -71,6 +71,69 @@ struct LowbitPrep256Avx2 {
   }
 };
 
+// UnpackLowbit256 for the most used types (Q2_K, Q3_K, IQ4_XS) with the
+// values unpacked by 256-bit shifts and a table shuffle: the same bytes.
+template <uint32_t kType>
+static inline void UnpackLowbit256Fast(const uint8_t* __restrict b, Lowbit256* __restrict u) {
+  using namespace lowbit;
+  if constexpr (kType == kQ2K || kType == kQ3K) {
+    const uint8_t* qs = b + (kType == kQ2K ? 16 : 32);
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i four = _mm256_set1_epi8(4);
+    const __m256i hm = LowbitLoad32(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = LowbitLoad32(qs + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        __m256i v = _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), three);
+        if constexpr (kType == kQ3K) {
+          // q = low 2 bits - 4, plus 4 where the hmask bit is set.
+          const __m256i bit =
+              _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + j)), one);
+          v = _mm256_sub_epi8(_mm256_or_si256(v, _mm256_slli_epi16(bit, 2)), four);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->q + 128 * h + 32 * j), v);
+      }
+    }
+    if constexpr (kType == kQ2K) {
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+      const __m128i low4 = _mm_set1_epi8(0x0F);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->sc),
+                          _mm256_cvtepu8_epi16(_mm_and_si128(sc, low4)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->mn),
+                          _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4)));
+      u->d = LowbitF16c::Half(b + 80);
+      u->dmin = LowbitF16c::Half(b + 82);
+    } else {
+      const uint8_t* sc = b + 96;
+      for (int i = 0; i < 16; ++i) {
+        const int low4 = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4;
+        const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+        u->sc[i] = static_cast<int16_t>((low4 | (high2 << 4)) - 32);
+      }
+      std::memset(u->mn, 0, sizeof(u->mn));
+      u->d = LowbitF16c::Half(b + 108);
+      u->dmin = 0.0f;
+    }
+  } else if constexpr (kType == kIQ4XS) {
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIq4nl));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const uint16_t scales_h = LoadU16(b + 2);
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8 + 16 * ib));
+      const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(raw, low4));
+      const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->q + 32 * ib), _mm256_setr_m128i(lo, hi));
+      const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (((scales_h >> (2 * ib)) & 3) << 4);
+      SetScales16(u, ib, ls - 32, ls - 32);
+    }
+    std::memset(u->mn, 0, sizeof(u->mn));
+    u->d = LowbitF16c::Half(b);
+    u->dmin = 0.0f;
+  } else {
+    UnpackLowbit256<LowbitF16c>(kType, b, u);
+  }
+}
+
 // Rows [0, n_rows) x tokens of a kind-256 type with the path's Prep.
 template <class Prep, uint32_t kType>
 void LowbitSweep256(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
@@ -84,7 +147,7 @@ void LowbitSweep256(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
       for (int64_t ib = 0; ib < n_blocks; ++ib) {
         _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + ib * l.bytes), _MM_HINT_T0);
         Lowbit256 u;
-        UnpackLowbit256<LowbitF16c>(kType, row + ib * l.bytes, &u);
+        UnpackLowbit256Fast<kType>(row + ib * l.bytes, &u);
         const Prep p(u);
         for (int t = 0; t < nt; ++t) {
           const Q8KBlock& x = a[(t0 + t) * lda + ib];

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,63 @@ TEST_P(LowbitDumpTest, QuantizerWritesGgmlsBytesOrCloseValues) {
       EXPECT_LE(rmse, 1.5 * ggml_rmse) << "row " << row["name"];
     }
     EXPECT_TRUE(std::isfinite(rmse)) << "row " << row["name"];
+  }
+}
+
+// Any bytes a file may hold (random blocks, scale fields kept finite) give
+// the scalar reference's bits on every path, for one token per call or many.
+TEST_P(LowbitDumpTest, RandomBlocksGiveTheSameBitsOnEveryPath) {
+  const DType type = GetParam().type;
+  const int64_t n_rows = 24, n_cols = 512, n_tokens = 20;
+  const size_t row_bytes = RowBytes(type, n_cols);
+  std::vector<uint8_t> w(row_bytes * n_rows);
+  std::mt19937 rng(5);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  // Offsets of the fp16 fields of a block (their exponent's top bit cleared).
+  std::vector<int> halves;
+  switch (type) {
+    case DType::kQ2_K:
+      halves = {80, 82};
+      break;
+    case DType::kQ3_K:
+      halves = {108};
+      break;
+    case DType::kTQ1_0:
+      halves = {52};
+      break;
+    case DType::kTQ2_0:
+      halves = {64};
+      break;
+    case DType::kIQ1_M:
+      halves = {54};
+      break;  // the top nibbles of the scales: byte 55
+    case DType::kMXFP4:
+    case DType::kNVFP4:
+      break;
+    default:
+      halves = {0};
+  }
+  const DTypeInfo info = GetDTypeInfo(type);
+  for (size_t b = 0; b < w.size(); b += info.block_bytes) {
+    for (int off : halves) w[b + static_cast<size_t>(off) + 1] &= 0x3F;
+    if (type == DType::kMXFP4) w[b] = static_cast<uint8_t>(100 + w[b] % 60);
+  }
+  const Matrix m{type, w.data(), n_cols, n_rows, row_bytes};
+  const std::vector<float> x = RandomVec(n_tokens * n_cols, 6, 3.0f);
+  std::vector<float> ref;
+  for (Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    ASSERT_TRUE(SetActiveIsa(isa));
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
+    MatMul(m, x.data(), n_cols, n_tokens, y.data(), n_rows, nullptr);
+    for (float v : y) ASSERT_TRUE(std::isfinite(v));
+    const std::vector<float> one = MatMulChunked(m, x, n_tokens, 1, nullptr);
+    EXPECT_EQ(0, std::memcmp(one.data(), y.data(), y.size() * 4)) << "1 token per call";
+    if (ref.empty()) {
+      ref = y;
+    } else {
+      EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), y.size() * 4)) << "vs scalar";
+    }
   }
 }
 
