@@ -96,6 +96,14 @@ Status ParseWeightType(const std::string& s, models::SyntheticSpec* spec) {
       return Status::Ok();
     }
   }
+  // Other type names (iq2_xxs, nvfp4, ...) reach the spec check, which says
+  // why the type cannot be written.
+  DType named;
+  if (DTypeFromName(lower, &named)) {
+    spec->weight_type = named;
+    spec->q4_k_m = false;
+    return Status::Ok();
+  }
   return Status::InvalidArgument("--type '" + s +
                                  "': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
                                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, "
