@@ -104,12 +104,20 @@ static inline void UnpackLowbit256Fast(const uint8_t* __restrict b, Lowbit256* _
       u->d = LowbitF16c::Half(b + 80);
       u->dmin = LowbitF16c::Half(b + 82);
     } else {
-      const uint8_t* sc = b + 96;
-      for (int i = 0; i < 16; ++i) {
-        const int low4 = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4;
-        const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-        u->sc[i] = static_cast<int16_t>((low4 | (high2 << 4)) - 32);
-      }
+      // Scale i: low nibbles of bytes 0-7 (i < 8) or their high nibbles,
+      // and bits 2 (i / 4) of byte 8 + i % 4 (dword lane i / 4 shifted by
+      // 2 (i / 4); a byte's bits 0-1 then come from that byte alone).
+      const __m128i low4 = _mm_set1_epi8(0x0F);
+      const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 96));
+      const __m128i low =
+          _mm_unpacklo_epi64(_mm_and_si128(lo8, low4), _mm_and_si128(_mm_srli_epi16(lo8, 4), low4));
+      const __m128i high =
+          _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(LoadU32(b + 104))),
+                                       _mm_setr_epi32(0, 2, 4, 6)),
+                        _mm_set1_epi8(3));
+      const __m128i sc8 =
+          _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->sc), _mm256_cvtepi8_epi16(sc8));
       std::memset(u->mn, 0, sizeof(u->mn));
       u->d = LowbitF16c::Half(b + 108);
       u->dmin = 0.0f;
