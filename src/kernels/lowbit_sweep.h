@@ -176,7 +176,6 @@ void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n
   constexpr LowbitLayout l = LowbitLayoutFor(kType);
   constexpr int kPerBlock = l.values / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIq4nl));
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kLowbitTokens) {
     const int nt = static_cast<int>(n_tokens - t0 < kLowbitTokens ? n_tokens - t0 : kLowbitTokens);
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -184,21 +183,9 @@ void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n
       float acc[kLowbitTokens] = {};
       for (int64_t k = 0; k < n_act; ++k) {
         Lowbit32 u;
-        __m256i q;
-        if constexpr (kType == lowbit::kIQ4NL) {
-          // The 16 bytes of nibbles through the table by one shuffle each half.
-          const uint8_t* b = row + k * l.bytes;
-          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-          const __m128i low4 = _mm_set1_epi8(0x0F);
-          q = _mm256_setr_m128i(
-              _mm_shuffle_epi8(table, _mm_and_si128(raw, low4)),
-              _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
-          u.d[0] = u.d[1] = LowbitF16c::Half(b);
-        } else {
-          UnpackLowbit32<LowbitF16c>(kType, row + (k / kPerBlock) * l.bytes,
-                                     static_cast<int>(k % kPerBlock), &u);
-          q = LowbitLoad32(u.q);
-        }
+        UnpackLowbit32<LowbitF16c>(kType, row + (k / kPerBlock) * l.bytes,
+                                   static_cast<int>(k % kPerBlock), &u);
+        const __m256i q = LowbitLoad32(u.q);
         const __m256i absq = _mm256_abs_epi8(q);
         for (int t = 0; t < nt; ++t) {
           const Q8Block32& x = a[(t0 + t) * lda + k];
@@ -217,7 +204,8 @@ void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n
 // isa.h QGemmFn / QGemm32Fn over the low-bit types with the path's Prep256.
 #define MX_LOWBIT_256_TYPES(X) \
   X(10) X(11) X(16) X(17) X(18) X(19) X(21) X(22) X(23) X(29) X(34) X(35)
-#define MX_LOWBIT_32_TYPES(X) X(20) X(39) X(40) X(41) X(42)
+#define MX_LOWBIT_32_TYPES(X) \
+  X(39) X(40) X(41) X(42)  // IQ4_NL: qmatmul_avx2.cc, qmatmul32_avx512.cc
 
 template <class Prep>
 void LowbitQGemm(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks,
