@@ -169,6 +169,63 @@ void LowbitSweep256(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
   }
 }
 
+// UnpackLowbit32 with the values in a register, built by byte shuffles
+// (the same values; u's q is left unset).
+template <uint32_t kType>
+static inline __m256i UnpackLowbit32Fast(const uint8_t* __restrict b, int c,
+                                         Lowbit32* __restrict u) {
+  using namespace lowbit;
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  if constexpr (kType == kQ1_0) {
+    // Byte j takes byte j / 8 of the 32 bits and tests bit j % 8: +1 or -1.
+    uint32_t bits;
+    std::memcpy(&bits, b + 2 + 4 * c, 4);
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    u->d[0] = u->d[1] = LowbitF16c::Half(b);
+    return _mm256_sub_epi8(_mm256_and_si256(set, _mm256_set1_epi8(2)), _mm256_set1_epi8(1));
+  } else if constexpr (kType == kQ2_0) {
+    // Byte j takes byte j / 4 of the 8 bytes, shifted by 2 (j % 4).
+    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * c));
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_setr_m128i(raw, raw),
+                            _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4,
+                                             4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7));
+    const __m256i three = _mm256_set1_epi8(3);
+    __m256i v = _mm256_and_si256(spread, three);
+    for (int i = 1; i < 4; ++i) {
+      const __m256i shifted =
+          _mm256_and_si256(_mm256_srl_epi16(spread, _mm_cvtsi32_si128(2 * i)), three);
+      const __m256i lane = _mm256_set1_epi32(static_cast<int>(0xFFu << (8 * i)));
+      v = _mm256_blendv_epi8(v, shifted, lane);
+    }
+    u->d[0] = u->d[1] = LowbitF16c::Half(b);
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(1));
+  } else if constexpr (kType == kMXFP4) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1));
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesFp4));
+    u->d[0] = u->d[1] = E8m0Half(b[0]);
+    return _mm256_setr_m128i(_mm_shuffle_epi8(table, _mm_and_si128(raw, low4)),
+                             _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
+  } else if constexpr (kType == kNVFP4) {
+    // Bytes 0-7 hold sub-block 2c (low nibbles first), 8-15 sub-block 2c + 1.
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4 + 16 * c));
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesFp4));
+    const __m128i lo = _mm_and_si128(raw, low4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low4);
+    u->d[0] = Ue4m3Half(b[2 * c]);
+    u->d[1] = Ue4m3Half(b[2 * c + 1]);
+    return _mm256_setr_m128i(_mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi)),
+                             _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi)));
+  } else {
+    UnpackLowbit32<LowbitF16c>(kType, b, c, u);
+    return LowbitLoad32(u->q);
+  }
+}
+
 // Rows [0, n_rows) x tokens of a kind-32 type (n_act Q8_0 blocks per token).
 template <uint32_t kType>
 void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_act,
@@ -183,9 +240,8 @@ void LowbitSweep32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n
       float acc[kLowbitTokens] = {};
       for (int64_t k = 0; k < n_act; ++k) {
         Lowbit32 u;
-        UnpackLowbit32<LowbitF16c>(kType, row + (k / kPerBlock) * l.bytes,
-                                   static_cast<int>(k % kPerBlock), &u);
-        const __m256i q = LowbitLoad32(u.q);
+        const __m256i q = UnpackLowbit32Fast<kType>(row + (k / kPerBlock) * l.bytes,
+                                                    static_cast<int>(k % kPerBlock), &u);
         const __m256i absq = _mm256_abs_epi8(q);
         for (int t = 0; t < nt; ++t) {
           const Q8Block32& x = a[(t0 + t) * lda + k];
