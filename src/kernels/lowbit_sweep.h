@@ -49,10 +49,15 @@ struct LowbitPrep256Avx2 {
   __m256i absq[8], q[8], sc[8];
   __m256i mn;
   explicit LowbitPrep256Avx2(const Lowbit256& b) {
+    // The int16 pair sc[2v], sc[2v + 1] (dword v) spread to 8 lanes each.
+    const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
+                                          3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     for (int v = 0; v < 8; ++v) {
       q[v] = LowbitLoad32(b.q + 32 * v);
       absq[v] = _mm256_abs_epi8(q[v]);
-      sc[v] = _mm256_setr_m128i(_mm_set1_epi16(b.sc[2 * v]), _mm_set1_epi16(b.sc[2 * v + 1]));
+      int32_t dword;
+      std::memcpy(&dword, b.sc + 2 * v, 4);
+      sc[v] = _mm256_shuffle_epi8(_mm256_set1_epi32(dword), pair);
     }
     mn = LowbitLoad32(b.mn);
   }

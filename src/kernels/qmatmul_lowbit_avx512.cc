@@ -13,15 +13,19 @@ struct LowbitPrep256Avx512 {
   __mmask64 neg[4];
   __m256i mn;
   explicit LowbitPrep256Avx512(const Lowbit256& b) {
+    const __m512i scales = _mm512_castsi256_si512(LowbitLoad32(b.sc));
+    const __m512i lane = _mm512_setr_epi64(
+        0x0003000200010000LL, 0x0007000600050004LL, 0x000B000A00090008LL, 0x000F000E000D000CLL,
+        0x0013001200110010LL, 0x0017001600150014LL, 0x001B001A00190018LL, 0x001F001E001D001CLL);
     for (int v = 0; v < 4; ++v) {
       const __m512i q = _mm512_loadu_si512(b.q + 64 * v);
       absq[v] = _mm512_abs_epi8(q);
       neg[v] = _mm512_movepi8_mask(q);
       // int16 lane j pairs values 2j, 2j + 1 of group 4v + j / 8.
-      sc[v] = _mm512_inserti64x4(
-          _mm512_castsi256_si512(
-              _mm256_setr_m128i(_mm_set1_epi16(b.sc[4 * v]), _mm_set1_epi16(b.sc[4 * v + 1]))),
-          _mm256_setr_m128i(_mm_set1_epi16(b.sc[4 * v + 2]), _mm_set1_epi16(b.sc[4 * v + 3])), 1);
+      sc[v] =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_srli_epi16(lane, 3),
+                                                    _mm512_set1_epi16(static_cast<short>(4 * v))),
+                                   scales);
     }
     mn = LowbitLoad32(b.mn);
   }
