@@ -120,8 +120,7 @@ void DequantBlockQ6K(const uint8_t* __restrict b, float* __restrict y) {
     const uint8_t* qh = b + 128 + 32 * n;
     float* out = y + 128 * n;
     for (int half = 0; half < 2; ++half) {
-      // Quarter k of this 128 (k = 0..3) holds values 32k + l; scale 8n + 2k +
-      // half.
+      // Quarter k of this 128 (k = 0..3) holds values 32k + l; scale 8n + 2k + half.
       const float ds0 = d * static_cast<float>(sc[8 * n + 0 + half]);
       const float ds1 = d * static_cast<float>(sc[8 * n + 2 + half]);
       const float ds2 = d * static_cast<float>(sc[8 * n + 4 + half]);

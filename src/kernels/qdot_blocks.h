@@ -15,6 +15,9 @@
 // compiled as the scalar reference, its AVX2 copy, the AVX-512 kernels in
 // qmatmul_avx512.cc) gives the same bits, whatever the tiling.
 //
+// QDotRow / QDotRow32 hand the low-bit types (Q2_K, Q3_K, the IQ types, ...)
+// to lowbit_blocks.h, whose per-block steps have the same form.
+//
 // Everything is in an anonymous namespace (see dequant_blocks.h / isa.h).
 #pragma once
 
