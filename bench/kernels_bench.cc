@@ -96,7 +96,8 @@ void BM_MatMul(benchmark::State& state) {
 void MatMulArgs(benchmark::internal::Benchmark* b) {
   const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                          DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
-                         DType::kQ6_K};
+                         DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                         DType::kTQ2_0, DType::kQ1_0, DType::kMXFP4};
   const int64_t shapes[][2] = {{576, 1536}, {1536, 576}, {1024, 3072}};
   for (DType t : types) {
     for (const auto& s : shapes) {

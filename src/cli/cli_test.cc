@@ -105,6 +105,24 @@ TEST(MakeModelTest, WritesALoadableModelWithATokenizer) {
   EXPECT_EQ((*lm)->tokenizer->Decode(ids), text);
 }
 
+TEST(MakeModelTest, WritesLowBitTypesAndRefusesTheGridTypesByName) {
+  for (const char* type : {"q3_k", "q2_k", "iq4_xs", "iq4_nl", "tq1_0", "q1_0", "mxfp4"}) {
+    SCOPED_TRACE(type);
+    const std::string path = TempDir() + "/lowbit.gguf";
+    RunResult r = RunMatricxon("make-model --quiet --out " + path +
+                               " --layers 1 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --vocab 512"
+                               " --type " + type);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto lm = engine::LoadedModel::Load(Env::Default(), path, {});
+    ASSERT_TRUE(lm.ok()) << lm.status().ToString();
+    EXPECT_EQ(DTypeLowerName((*lm)->model->layer(0).wq.type), type);
+  }
+  RunResult r = RunMatricxon("make-model --quiet --out " + TempDir() + "/iq2.gguf --layers 1"
+                             " --dim 256 --heads 4 --kv-heads 2 --ffn 512 --vocab 512 --type iq2_xxs");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("IQ2_XXS cannot be written"), std::string::npos) << r.err;
+}
+
 TEST(MakeModelTest, SameSpecSameBytesOtherSeedOtherBytes) {
   const std::string dir = TempDir();
   const std::string args = " --quiet --layers 1 --dim 64 --heads 2 --kv-heads 1 --ffn 64 --vocab 512";

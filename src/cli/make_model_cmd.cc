@@ -69,9 +69,9 @@ const std::vector<FlagSpec> kFlags = {
     {"rope-theta-swa", "",
      "gemma3: RoPE base of the local layers (rope.freq_base_swa, default 1e4)"},
     {"type", "f32",
-     "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-     "q5_1, q4_k, q5_k, "
-     "q6_k, or q4_k_m (llama.cpp's Q4_K_M mix)"},
+     "weight type of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+     "q4_k, q5_k, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, q1_0, q2_0, mxfp4, or q4_k_m (llama.cpp's "
+     "Q4_K_M mix); the IQ1/IQ2/IQ3 types and nvfp4 load but cannot be written"},
     {"tied", "", "tie the output head to the token embeddings", true},
     {"untied", "", "separate output head", true},
     {"seed", "1", "weight seed"},
@@ -107,7 +107,10 @@ Status ParseWeightType(const std::string& s, models::SyntheticSpec* spec) {
   } kTypes[] = {{"f32", DType::kF32},   {"f16", DType::kF16},   {"bf16", DType::kBF16},
                 {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1},
                 {"q5_0", DType::kQ5_0}, {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K},
-                {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
+                {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}, {"q2_k", DType::kQ2_K},
+                {"q3_k", DType::kQ3_K}, {"iq4_nl", DType::kIQ4_NL}, {"iq4_xs", DType::kIQ4_XS},
+                {"tq1_0", DType::kTQ1_0}, {"tq2_0", DType::kTQ2_0}, {"q1_0", DType::kQ1_0},
+                {"q2_0", DType::kQ2_0}, {"mxfp4", DType::kMXFP4}};
   for (const auto& t : kTypes) {
     if (lower == t.name) {
       spec->weight_type = t.type;
@@ -115,9 +118,18 @@ Status ParseWeightType(const std::string& s, models::SyntheticSpec* spec) {
       return Status::Ok();
     }
   }
+  // Other type names (iq2_xxs, nvfp4, ...) reach the spec check, which says
+  // why the type cannot be written.
+  DType named;
+  if (DTypeFromName(lower, &named)) {
+    spec->weight_type = named;
+    spec->q4_k_m = false;
+    return Status::Ok();
+  }
   return Status::InvalidArgument("--type '" + s +
                                  "': expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                 "q4_k, q5_k, q6_k or q4_k_m");
+                                 "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, "
+                                 "q1_0, q2_0, mxfp4 or q4_k_m");
 }
 
 // "11,11,10,0" -> {11, 11, 10, 0}: exactly four integers.

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/lowbit_blocks.h"
+
 namespace mx::kernels::internal {
 namespace {
 
@@ -167,6 +169,27 @@ BlockDequant BlockDequantFor(uint32_t type_id) {
       return {DequantBlockQxK<Cvt, true>, 256, 176};
     case 14:
       return {DequantBlockQ6K<Cvt>, 256, 210};
+#define MX_LOWBIT_CASE(id) \
+  case id:                 \
+    return {DequantBlockLowbit<Cvt, id>, LowbitLayoutFor(id).values, LowbitLayoutFor(id).bytes};
+      MX_LOWBIT_CASE(10)  // Q2_K
+      MX_LOWBIT_CASE(11)  // Q3_K
+      MX_LOWBIT_CASE(16)  // IQ2_XXS
+      MX_LOWBIT_CASE(17)  // IQ2_XS
+      MX_LOWBIT_CASE(18)  // IQ3_XXS
+      MX_LOWBIT_CASE(19)  // IQ1_S
+      MX_LOWBIT_CASE(20)  // IQ4_NL
+      MX_LOWBIT_CASE(21)  // IQ3_S
+      MX_LOWBIT_CASE(22)  // IQ2_S
+      MX_LOWBIT_CASE(23)  // IQ4_XS
+      MX_LOWBIT_CASE(29)  // IQ1_M
+      MX_LOWBIT_CASE(34)  // TQ1_0
+      MX_LOWBIT_CASE(35)  // TQ2_0
+      MX_LOWBIT_CASE(39)  // MXFP4
+      MX_LOWBIT_CASE(40)  // NVFP4
+      MX_LOWBIT_CASE(41)  // Q1_0
+      MX_LOWBIT_CASE(42)  // Q2_0
+#undef MX_LOWBIT_CASE
     default:
       return {nullptr, 0, 0};
   }

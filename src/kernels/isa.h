@@ -138,6 +138,10 @@ bool DequantizeSupportedRef(DType type);
 void QuantizeQ8KRef(const float* x, int64_t n, Q8KBlock* out);
 void QuantizeQ8_32Ref(const float* x, int64_t n, Q8Block32* out);
 bool QuantizeSupportedRef(DType type);
+// One block's quantizer (make-model): lowbit_quant.cc's for the low-bit
+// types that have one, else null.
+using BlockQuantFn = void (*)(const float* x, uint8_t* block);
+BlockQuantFn LowbitQuantFor(DType type);
 // Q8_0 / Q4_0 KV rows rounded as kernels.h StoreKvRow states; false (nothing
 // written) for other types or n not a multiple of 32.
 bool QuantizeKvRowRef(DType type, const float* src, uint8_t* dst, int64_t n);
@@ -160,6 +164,21 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
                    int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens, float* y,
                    int64_t ldy);
 void QuantizeQ8_32Avx512(const float* x, int64_t n, Q8Block32* out);
+// The low-bit types' integer kernels (lowbit_blocks.h; qmatmul_lowbit_avx2.cc,
+// qmatmul_lowbit_avx512.cc): QGemmFn for the Q8_K kind, QGemm32Fn for the
+// Q8_0 kind. They compute nothing for other types.
+void LowbitQGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                     int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens, float* y,
+                     int64_t ldy);
+void LowbitQGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                       int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens,
+                       float* y, int64_t ldy);
+void LowbitQGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                       int64_t n_blocks, const Q8KBlock* a, int64_t lda, int64_t n_tokens,
+                       float* y, int64_t ldy);
+void LowbitQGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                         int64_t n_blocks, const Q8Block32* a, int64_t lda, int64_t n_tokens,
+                         float* y, int64_t ldy);
 // The AVX-512 attention (attention_avx512.cc); AttentionSplitFits is
 // kernels.h's, for that path.
 void AttentionRowsAvx512(const float* q, int64_t ldq, int64_t n_q, int n_head, const KvView& kv,

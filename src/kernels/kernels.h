@@ -71,10 +71,12 @@ size_t FastRowAlignment(DType type);
 // them for BF16 weights) and whose products (exact) are summed by the tile
 // unit in f32 (bf16 denormals read as zero). Quantized weights read their activations rounded as
 // llama.cpp's CPU backend rounds them: per token, Q8_K blocks (256 values,
-// one f32 scale, int8) for Q4_K, Q5_K, Q6_K and Q8_0 blocks (32 values, an
-// fp16 scale) for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1. Block dot products are exact
-// integers and each output element combines them in one fixed f32 order
-// (kernels/qdot_blocks.h) that every path computes bit for bit.
+// one f32 scale, int8) for the 256-value types (Q2_K ... Q6_K, the IQ types
+// but IQ4_NL, TQ1_0, TQ2_0) and Q8_0 blocks (32 values, an fp16 scale) for
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0. Block dot
+// products are exact integers and each output element combines them in one
+// fixed f32 order (kernels/qdot_blocks.h, lowbit_blocks.h) that every path
+// computes bit for bit.
 // REQUIRES: WeightTypeSupported(w.type); x, y do not overlap; pool may be null
 // (runs on the caller).
 void MatMul(const Matrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y,
@@ -99,7 +101,9 @@ void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool);
 // Converts n values (n a multiple of the block size) of `type` to f32.
 void DequantizeRow(DType type, const uint8_t* src, float* dst, int64_t n);
 // Converts n f32 values to `type` (F32, F16, BF16, Q8_0; a simple
-// round-to-nearest quantizer for quantized types). Used by make-model.
+// round-to-nearest quantizer for quantized types, ggml's rule for TQ1_0,
+// TQ2_0, Q1_0, Q2_0, MXFP4; none for the IQ1/IQ2/IQ3 grid types and NVFP4:
+// see QuantizeSupported). Used by make-model.
 void QuantizeRow(DType type, const float* src, uint8_t* dst, int64_t n);
 // True when QuantizeRow can write this type.
 bool QuantizeSupported(DType type);

@@ -58,12 +58,29 @@ Act ActFor(const internal::IsaOps& ops, DType type) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kTQ1_0:
+    case DType::kTQ2_0:
+    case DType::kIQ2_XXS:
+    case DType::kIQ2_XS:
+    case DType::kIQ2_S:
+    case DType::kIQ3_XXS:
+    case DType::kIQ3_S:
+    case DType::kIQ1_S:
+    case DType::kIQ1_M:
+    case DType::kIQ4_XS:
       return Act::kQ8K;
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:
     case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
+    case DType::kNVFP4:
+    case DType::kQ1_0:
+    case DType::kQ2_0:
       return Act::kQ8_32;
     default:
       return Act::kF32;

@@ -15,6 +15,9 @@
 // compiled as the scalar reference, its AVX2 copy, the AVX-512 kernels in
 // qmatmul_avx512.cc) gives the same bits, whatever the tiling.
 //
+// QDotRow / QDotRow32 hand the low-bit types (Q2_K, Q3_K, the IQ types, ...)
+// to lowbit_blocks.h, whose per-block steps have the same form.
+//
 // Everything is in an anonymous namespace (see dequant_blocks.h / isa.h).
 #pragma once
 
@@ -87,6 +90,7 @@ inline int32_t Q6KSum(const uint8_t* __restrict b, const Q8KBlock& __restrict a)
 // against one token's activation blocks, in the order of the file comment.
 template <class Cvt>
 float QDotRow(uint32_t type_id, const uint8_t* row, const Q8KBlock* a, int64_t n_blocks) {
+  if (LowbitLayoutFor(type_id).kind == 256) return LowbitDotRow256<Cvt>(type_id, row, a, n_blocks);
   float acc = 0.0f;
   for (int64_t ib = 0; ib < n_blocks; ++ib) {
     if (type_id == 14) {  // Q6_K
@@ -171,6 +175,7 @@ inline Block32 Unpack32(uint32_t type_id, const uint8_t* b) {
 
 template <class Cvt>
 float QDotRow32(uint32_t type_id, const uint8_t* row, const Q8Block32* a, int64_t n_blocks) {
+  if (LowbitLayoutFor(type_id).kind == 32) return LowbitDotRow32<Cvt>(type_id, row, a, n_blocks);
   const Layout32 l = Layout32For(type_id);
   float acc = 0.0f;
   for (int64_t ib = 0; ib < n_blocks; ++ib) {

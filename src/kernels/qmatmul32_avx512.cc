@@ -12,6 +12,7 @@
 // load feeds 4 tokens, each broadcast 2 panels). Either way a block's S is an exact integer and
 // its f32 step is the same, so the tiling never changes a result.
 #include "kernels/isa.h"
+#include "kernels/lowbit_tables.h"
 #include "kernels/qroute_avx512.h"
 #include "kernels/simd_avx512.h"
 
@@ -23,17 +24,23 @@ using avx512::GatherHeads;
 using avx512::HalvesToFloats;
 using avx512::SumRows;
 
-constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
+// IQ4_NL has Q4_0's layout; its nibbles go through the kValuesIq4nl table,
+// plus 128 (unsigned, offset 128 as Q8_0's).
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kIQ4NL = 20;
 template <int kType>
 constexpr int kBytes32 = kType == kQ8_0
                              ? 34
-                             : (kType == kQ4_0
+                             : (kType == kQ4_0 || kType == kIQ4NL
                                     ? 18
                                     : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
 template <int kType>
-constexpr int kOffset = kType == kQ8_0 ? 128 : (kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0));
+constexpr int kOffset = kType == kQ8_0 || kType == kIQ4NL
+                            ? 128
+                            : (kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0));
 template <int kType>
-constexpr int kOffsetShift = kType == kQ8_0 ? 7 : (kType == kQ4_0 ? 3 : 4);  // log2 of kOffset
+constexpr int kOffsetShift = kType == kQ8_0 || kType == kIQ4NL
+                                 ? 7
+                                 : (kType == kQ4_0 ? 3 : 4);  // log2 of kOffset
 template <int kType>
 constexpr bool kHasMin = kType == kQ4_1 || kType == kQ5_1;
 template <int kType>
@@ -73,6 +80,12 @@ static inline __m512i Values2(const uint8_t* b0, const uint8_t* b1) {
       std::memcpy(&h1, b1 + (kHasMin<kType> ? 4 : 2), 4);
       const __mmask64 fifth = static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32);
       u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(16)));
+    }
+    if constexpr (kType == kIQ4NL) {
+      alignas(16) uint8_t biased[16];
+      for (int k = 0; k < 16; ++k) biased[k] = static_cast<uint8_t>(kValuesIq4nl[k] + 128);
+      u = _mm512_shuffle_epi8(
+          _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased))), u);
     }
     return u;
   }
@@ -305,6 +318,9 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
   switch (type) {
     case DType::kQ8_0:
       return IntegerGemm<Blocks32<kQ8_0>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kIQ4_NL:
+      return IntegerGemm<Blocks32<kIQ4NL>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y,
+                                           ldy);
     case DType::kQ4_0:
       return IntegerGemm<Blocks32<kQ4_0>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ4_1:
@@ -314,7 +330,7 @@ void QGemm32Avx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_row
     case DType::kQ5_1:
       return IntegerGemm<Blocks32<kQ5_1>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemm32Avx512(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 

@@ -6,6 +6,7 @@
 // block's f32 step of qdot_blocks.h for that (row, token).
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
+#include "kernels/lowbit_tables.h"
 #include "kernels/simd_avx2.h"
 
 namespace mx::kernels::internal {
@@ -138,7 +139,11 @@ void QSweep(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_blocks
 
 // ------------------------------------------------- 32-value block types
 
-constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8;
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kIQ4NL = 20;
+// Types whose values stay signed (multiplied by the sign trick): Q8_0, and
+// IQ4_NL (Q4_0's layout, each nibble through the kValuesIq4nl table).
+template <int kType>
+constexpr bool kSigned32 = kType == kQ8_0 || kType == kIQ4NL;
 
 // One row's block: Q8_0 keeps its signed values (multiplied by the sign
 // trick: |q| times a with q's sign, pairs within int16), the others their
@@ -154,6 +159,14 @@ static inline RowBlock32 Unpack32(const uint8_t* b) {
   rb.m = 0.0f;
   if constexpr (kType == kQ8_0) {
     rb.q = Load32(b + 2);
+    return rb;
+  }
+  if constexpr (kType == kIQ4NL) {
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIq4nl));
+    rb.q = _mm256_setr_m128i(_mm_shuffle_epi8(table, _mm_and_si128(qs, low4)),
+                             _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(qs, 4), low4)));
     return rb;
   }
   constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
@@ -195,8 +208,9 @@ template <int kType>
 void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, const Q8Block32* a,
               int64_t lda, int64_t n_tokens, float* y, int64_t ldy) {
   constexpr int kB =
-      kType == kQ8_0 ? 34
-                     : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
+      kType == kQ8_0 || kType == kIQ4NL
+          ? (kType == kQ8_0 ? 34 : 18)
+          : (kType == kQ4_0 ? 18 : (kType == kQ4_1 ? 20 : (kType == kQ5_0 ? 22 : 24)));
   constexpr bool has_min = kType == kQ4_1 || kType == kQ5_1;
   constexpr int o = kType == kQ4_0 ? 8 : (kType == kQ5_0 ? 16 : 0);
   alignas(32) int32_t off[8];
@@ -232,9 +246,10 @@ void Rows8x32(const uint8_t* w, size_t row_bytes, int rows, int64_t n_blocks, co
         __m256i p[8];
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
-          const __m256i pairs = kType == kQ8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]),
-                                                                      _mm256_sign_epi8(xa, q[r]))
-                                               : _mm256_maddubs_epi16(q[r], xa);
+          const __m256i pairs =
+              kSigned32<kType>
+                  ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]), _mm256_sign_epi8(xa, q[r]))
+                  : _mm256_maddubs_epi16(q[r], xa);
           p[r] = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
         }
         const __m256i s = _mm256_sub_epi32(SumRows8(p), _mm256_set1_epi32(o * x.sum));
@@ -271,6 +286,8 @@ void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
   switch (type) {
     case DType::kQ8_0:
       return Sweep32<kQ8_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
+    case DType::kIQ4_NL:
+      return Sweep32<kIQ4NL>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ4_0:
       return Sweep32<kQ4_0>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     case DType::kQ4_1:
@@ -280,7 +297,7 @@ void QGemm32Avx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
     case DType::kQ5_1:
       return Sweep32<kQ5_1>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemm32Avx2(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 
@@ -294,7 +311,7 @@ void QGemmAvx2(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, i
     case DType::kQ6_K:
       return QSweep<kQ6K>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemmAvx2(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 

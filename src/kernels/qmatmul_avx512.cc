@@ -468,7 +468,7 @@ void QGemmAvx512(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows,
     case DType::kQ6_K:
       return IntegerGemm<KQuants<kQ6K>>(w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
     default:
-      return;
+      return LowbitQGemmAvx512(type, w, row_bytes, n_rows, n_blocks, a, lda, n_tokens, y, ldy);
   }
 }
 

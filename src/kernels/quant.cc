@@ -212,7 +212,7 @@ BlockQuant QuantFor(DType type) {
     case DType::kQ6_K:
       return QuantQ6K;
     default:
-      return nullptr;
+      return LowbitQuantFor(type);
   }
 }
 
@@ -222,7 +222,10 @@ bool DequantizeSupportedRef(DType type) {
   return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 ||
          BlockDequantFor<ScalarCvt>(static_cast<uint32_t>(type)).fn != nullptr;
 }
-bool QuantizeSupportedRef(DType type) { return DequantizeSupportedRef(type); }
+bool QuantizeSupportedRef(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16 ||
+         QuantFor(type) != nullptr;
+}
 
 bool DequantizeRowRef(DType type, const uint8_t* src, float* dst, int64_t n) {
   switch (type) {

@@ -56,6 +56,24 @@ uint32_t FileType(const SyntheticSpec& s) {
       return 18;
     case DType::kBF16:
       return 32;
+    case DType::kQ2_K:
+      return 10;  // MOSTLY_Q2_K
+    case DType::kQ3_K:
+      return 11;  // MOSTLY_Q3_K_S: every matrix Q3_K
+    case DType::kIQ4_NL:
+      return 25;
+    case DType::kIQ4_XS:
+      return 30;
+    case DType::kTQ1_0:
+      return 36;
+    case DType::kTQ2_0:
+      return 37;
+    case DType::kMXFP4:
+      return 38;  // MOSTLY_MXFP4_MOE
+    case DType::kQ1_0:
+      return 40;
+    case DType::kQ2_0:
+      return 41;
     default:
       return 0;
   }

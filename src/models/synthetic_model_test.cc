@@ -78,10 +78,25 @@ TEST_P(SyntheticTypeTest, WritesLoadsAndRunsBatchInvariant) {
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticTypeTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
                                            DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
+                                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ2_K,
+                                           DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                                           DType::kTQ1_0, DType::kTQ2_0, DType::kQ1_0,
+                                           DType::kQ2_0, DType::kMXFP4),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return DTypeName(info.param);
                          });
+
+// The grid types (IQ1 / IQ2 / IQ3) and NVFP4 load and run but cannot be
+// written: make-model refuses them with a message naming the type.
+TEST(SyntheticSpecTest, TypesWithoutAQuantizerAreRefused) {
+  for (DType t : {DType::kIQ2_XXS, DType::kIQ3_S, DType::kIQ1_M, DType::kNVFP4}) {
+    SyntheticSpec spec = SmallSpec();
+    spec.weight_type = t;
+    const Status st = WriteSyntheticModel(Env::Default(), spec, TempPath("refused.gguf"));
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << DTypeName(t);
+    EXPECT_NE(st.ToString().find(DTypeName(t)), std::string::npos) << st.ToString();
+  }
+}
 
 TEST(SyntheticWeightCopyTest, Bf16RowsOnAmxAreAlignedCopiesGivingTheSameLogits) {
   const std::vector<kernels::Isa> paths = kernels::AvailableIsas();

@@ -261,7 +261,11 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
   }
   if (s.q4_k_m) return Status::Ok();  // every row length has a fallback type
   if (!kernels::QuantizeSupported(s.weight_type)) {
-    return Status::InvalidArgument("weight type " + DTypeName(s.weight_type) + " cannot be written");
+    return Status::InvalidArgument(
+        "weight type " + DTypeName(s.weight_type) + " cannot be written" +
+        (kernels::WeightTypeSupported(s.weight_type)
+             ? " (the engine loads it but has no quantizer for it; docs/weight_types.md)"
+             : ""));
   }
   const int64_t block = GetDTypeInfo(s.weight_type).block_values;
   for (int64_t cols : row_lengths) {

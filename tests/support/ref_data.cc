@@ -64,6 +64,10 @@ RefModel LoadRefModel(const std::string& name) {
                      "reference with llama.cpp (tests/data/ref/README.md)";
     return m;
   }
+  // The file the set was made from, relative to the reference folder (the
+  // low-bit sets' models live in quant/models/).
+  if (!IsDerivedModel(name) && j.contains("model") && j["model"].is_string())
+    m.model_path = RefDir() + "/" + j["model"].get<std::string>();
   m.add_bos = j.value("add_bos", false);
   for (const auto& p : j["prompts"]) {
     RefPrompt r;
