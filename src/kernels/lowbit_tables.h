@@ -1,5 +1,5 @@
 // Internal: ggml's lookup tables of the IQ and FP4 weight types (data from
-// llama.cpp ggml/src/ggml-common.h, MIT licence; lowbit_tables.cc). A
+// llama.cpp ggml/src/ggml-common.h, MIT licence; lowbit_tables*.cc). A
 // uint64_t grid entry is 8 values, its little-endian bytes (byte j = value
 // j); a uint32_t entry 4 values. Plain data: safe to read from every path.
 #pragma once
