@@ -12,29 +12,15 @@
 #include "core/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/lowbit_tables.h"
+#include "kernels/quant_helpers.h"
 
 namespace mx::kernels::internal {
 namespace {
 
-inline void PutHalf(uint8_t* p, float f) {
-  const uint16_t h = F32ToFp16(f);
-  std::memcpy(p, &h, 2);
-}
 inline float RoundTripHalf(float f) { return Fp16ToF32(F32ToFp16(f)); }
 inline int Nearest(float v) { return static_cast<int>(std::nearbyintf(v)); }
 inline int Clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// The value of largest magnitude (the first on ties), with its sign.
-float SignedMax(const float* x, int n) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
 float AbsMax(const float* x, int n) {
   float amax = 0.0f;
   for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -162,8 +148,8 @@ void QuantQ2K(const float* x, uint8_t* b) {
 // 6-bit signed scales against the block's d, values -4..3.
 void QuantQ3K(const float* x, uint8_t* b) {
   float scale[16];
-  for (int s = 0; s < 16; ++s) scale[s] = SignedMax(x + 16 * s, 16) / -4.0f;
-  const float d = RoundTripHalf(SignedMax(scale, 16) / -32.0f);
+  for (int s = 0; s < 16; ++s) scale[s] = SignedAbsMax(x + 16 * s, 16) / -4.0f;
+  const float d = RoundTripHalf(SignedAbsMax(scale, 16) / -32.0f);
   std::memset(b, 0, 108);
   for (int s = 0; s < 16; ++s) {
     const int sc = d != 0.0f ? Clamp(Nearest(scale[s] / d), -32, 31) : 0;
@@ -197,15 +183,15 @@ void Iq4Indices(const float* x, float ds, uint8_t* qs) {
 }
 // IQ4_NL: the value of largest magnitude maps to the table's -127.
 void QuantIQ4NL(const float* x, uint8_t* b) {
-  const float d = RoundTripHalf(SignedMax(x, 32) / -127.0f);
+  const float d = RoundTripHalf(SignedAbsMax(x, 32) / -127.0f);
   PutHalf(b, d);
   Iq4Indices(x, d, b + 2);
 }
 // IQ4_XS: IQ4_NL's scale per 32 values as a 6-bit signed multiple of d.
 void QuantIQ4XS(const float* x, uint8_t* b) {
   float scale[8];
-  for (int ib = 0; ib < 8; ++ib) scale[ib] = SignedMax(x + 32 * ib, 32) / -127.0f;
-  const float d = RoundTripHalf(SignedMax(scale, 8) / -32.0f);
+  for (int ib = 0; ib < 8; ++ib) scale[ib] = SignedAbsMax(x + 32 * ib, 32) / -127.0f;
+  const float d = RoundTripHalf(SignedAbsMax(scale, 8) / -32.0f);
   PutHalf(b, d);
   uint16_t scales_h = 0;
   std::memset(b + 4, 0, 4);

@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "kernels/dequant_blocks.h"
 #include "kernels/isa.h"
+#include "kernels/quant_helpers.h"
 
 namespace mx::kernels::internal {
 namespace {
@@ -22,10 +23,6 @@ struct ScalarCvt {
     return Fp16ToF32(h);
   }
 };
-inline void PutHalf(uint8_t* p, float f) {
-  uint16_t h = F32ToFp16(f);
-  std::memcpy(p, &h, 2);
-}
 inline void StoreU32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 void PackScaleMinK4(const int* sc, const int* m, uint8_t* q) {
@@ -48,17 +45,6 @@ void QuantQ8_0(const float* x, uint8_t* b) {
   PutHalf(b, d);
   for (int j = 0; j < 32; ++j)
     b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
-}
-// The signed value of largest magnitude (first one on ties), as ggml picks it.
-float SignedAbsMax(const float* x, int n) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
 }
 void QuantQ4_0(const float* x, uint8_t* b) {
   const float d = SignedAbsMax(x, 32) / -8.0f;
