@@ -17,6 +17,7 @@
 
 #include "models/model.h"
 #include "models/runner.h"
+#include "models/runner_test_util.h"
 #include "ref_data.h"
 
 namespace mx::models {
@@ -47,12 +48,7 @@ class QuantRefTest : public ::testing::TestWithParam<const char*> {
 
   // Logits of every position of `tokens` read in one call: [n][n_vocab].
   std::vector<float> Read(SequenceState* seq, const std::vector<int32_t>& tokens) {
-    std::vector<BatchEntry> batch;
-    for (int32_t t : tokens) batch.push_back({seq, t, true});
-    std::vector<float> logits;
-    Status st = runner_->Forward(batch, &logits);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return logits;
+    return ReadAllPositions(*runner_, seq, tokens);
   }
 
   RefModel ref_;

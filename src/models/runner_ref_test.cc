@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "models/model.h"
 #include "models/runner.h"
+#include "models/runner_test_util.h"
 #include "ref_data.h"
 
 namespace mx::models {
@@ -64,12 +65,7 @@ class RefTest : public ::testing::TestWithParam<RefCase> {
 
   // All positions' logits of `tokens` read in one batch: [n][n_vocab].
   std::vector<float> ReadAll(SequenceState* seq, const std::vector<int32_t>& tokens) {
-    std::vector<BatchEntry> batch;
-    for (int32_t t : tokens) batch.push_back({seq, t, true});
-    std::vector<float> logits;
-    Status st = runner_->Forward(batch, &logits);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return logits;
+    return ReadAllPositions(*runner_, seq, tokens);
   }
 
   void CheckGreedyContinuations();
