@@ -166,6 +166,10 @@ double LogSumExp(const float* x, int64_t n);
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // x[i] = max(x[i], 0)^2.
 void ReluSquared(float* x, int64_t n);
+// gpt-oss's clamped SwiGLU as llama.cpp's swiglu_oai computes it:
+// g = min(gate, 7), u = clamp(up, -7, 7), out = g / (1 + exp(-1.702 g)) * (u + 1).
+// out may alias gate.
+void SwiGluClamped(const float* gate, const float* up, int64_t n, float* out);
 // out[i] = gelu(gate[i]) * up[i] with the tanh GELU
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) evaluated as llama.cpp's
 // CPU backend does, through a float16 table: f16(gelu(f16(x))) for

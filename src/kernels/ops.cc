@@ -1,5 +1,7 @@
 // Element-wise kernels whose result is the same on every path (exact or
-// libm-based f32 arithmetic per element): Rope, Add, ReluSquared, GeGluF16Table.
+// libm-based f32 arithmetic per element): Rope, Add, ReluSquared, SwiGluClamped,
+// GeGluF16Table.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -119,6 +121,15 @@ void ReluSquared(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] > 0.0f ? x[i] : 0.0f;
     x[i] = v * v;
+  }
+}
+
+void SwiGluClamped(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
   }
 }
 

@@ -56,5 +56,6 @@ extern const Architecture kGraniteArchitecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kMistral3Architecture;
 extern const Architecture kGemma3Architecture;
+extern const Architecture kQwen3MoeArchitecture;
 
 }  // namespace mx::models

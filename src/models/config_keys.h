@@ -20,6 +20,7 @@ Result<double> Float(const gguf::GgufFile& f, const std::string& arch, const std
 Status Positive(const std::string& what, int64_t v, int64_t max);
 
 inline constexpr int64_t kMaxDim = 1 << 20;
+inline constexpr int64_t kMaxExperts = 512;  // llama.cpp's LLAMA_MAX_EXPERTS
 
 }  // namespace mx::models::config_keys
 
@@ -30,6 +31,15 @@ namespace config_keys {
 // The recurrent mixers' sizes ("{arch}.ssm.*": conv_kernel, inner_size,
 // state_size, time_step_rank, group_count) into c.ssm_*, validated.
 Status ReadSsmSizes(const gguf::GgufFile& f, const std::string& arch, ModelConfig& c);
+
+// The mixture of experts' sizes ("{arch}.expert_*") into c.moe, validated as
+// llama.cpp's loader validates them: expert_count (<= 512), expert_used_count
+// (1..expert_count), expert_feed_forward_length (else layer 0's
+// feed_forward_length / expert_used_count), with `shared` the shared
+// expert's expert_shared_feed_forward_length (else layer 0's
+// feed_forward_length), and expert_group_count / expert_group_used_count
+// (read for every family). The family sets the gating and the rest.
+Status ReadMoeSizes(const gguf::GgufFile& f, const std::string& arch, bool shared, ModelConfig& c);
 
 }  // namespace config_keys
 }  // namespace mx::models

@@ -29,6 +29,35 @@ struct FreeBytes {
 };
 using OwnedBytes = std::unique_ptr<uint8_t, FreeBytes>;
 
+// The experts of one kind of matrix (gate, up or down) of a mixture of
+// experts: expert e's n_out rows are rows e * stride + first ... + n_out - 1
+// of `all` (a 3-D [n_in, n_out, n_expert] tensor: stride n_out, first 0; a
+// merged gate_up tensor's gate or up half: stride 2 n_out). Points into the
+// file's mapping like any matrix.
+struct ExpertMatrix {
+  Matrix all;
+  int64_t n_out = 0;
+  int64_t stride = 0;
+  int64_t first = 0;
+  Matrix Of(int64_t e) const {
+    Matrix m = all;
+    m.data += static_cast<size_t>(e * stride + first) * all.row_bytes;
+    m.n_rows = n_out;
+    return m;
+  }
+};
+
+// A mixture-of-experts FFN's tensors (ModelConfig::moe says which are set).
+struct MoeWeights {
+  Matrix router;                       // ffn_gate_inp: [n_embd] -> [n_expert]
+  std::vector<float> router_bias;      // [n_expert] (gpt-oss)
+  std::vector<float> selection_bias;   // [n_expert] exp_probs_b (nemotron_h_moe)
+  ExpertMatrix gate, up, down;         // gate unset for kReluSquared experts
+  std::vector<float> gate_bias, up_bias, down_bias;  // [n_expert * n_out] (gpt-oss)
+  Matrix shared_gate, shared_up, shared_down;  // the shared expert (n_ff_shared > 0)
+  std::vector<float> shared_gate_inp;  // [n_embd] its sigmoid gate (qwen35moe)
+};
+
 // A layer's tensors; which ones are set depends on its mixer and FFN.
 struct LayerWeights {
   std::vector<float> attn_norm;  // [n_embd] (before the mixer)
@@ -45,6 +74,7 @@ struct LayerWeights {
   Matrix w_gate;                 // [n_embd] -> [n_ff]
   Matrix w_up;                   // [n_embd] -> [n_ff]
   Matrix w_down;                 // [n_ff] -> [n_embd]
+  MoeWeights moe;                // Ffn::kMoe
   // Norms of the mixer's and the FFN's outputs (ModelConfig::post_norms),
   // else empty.
   std::vector<float> post_attn_norm;  // [n_embd]

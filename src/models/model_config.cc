@@ -54,6 +54,39 @@ Status ReadSsmSizes(const gguf::GgufFile& f, const std::string& arch, ModelConfi
   return Status::Ok();
 }
 
+Status ReadMoeSizes(const gguf::GgufFile& f, const std::string& arch, bool shared,
+                    ModelConfig& c) {
+  MoeConfig& m = c.moe;
+  const int64_t n_ff0 = c.layers.empty() ? 0 : c.layers[0].n_ff;
+  MX_ASSIGN_OR_RETURN(m.n_expert, Int(f, arch, "expert_count", -1));
+  MX_ASSIGN_OR_RETURN(m.n_expert_used, Int(f, arch, "expert_used_count", -1));
+  MX_RETURN_IF_ERROR(Positive(arch + ".expert_count", m.n_expert, kMaxExperts));
+  MX_RETURN_IF_ERROR(Positive(arch + ".expert_used_count", m.n_expert_used, m.n_expert));
+  MX_ASSIGN_OR_RETURN(m.n_ff_expert,
+                      Int(f, arch, "expert_feed_forward_length", n_ff0 / m.n_expert_used));
+  MX_RETURN_IF_ERROR(Positive(arch + ".expert_feed_forward_length", m.n_ff_expert, kMaxDim));
+  if (shared) {
+    MX_ASSIGN_OR_RETURN(m.n_ff_shared, Int(f, arch, "expert_shared_feed_forward_length", n_ff0));
+    MX_RETURN_IF_ERROR(
+        Positive(arch + ".expert_shared_feed_forward_length", m.n_ff_shared, kMaxDim));
+  }
+  MX_ASSIGN_OR_RETURN(m.n_group, Int(f, arch, "expert_group_count", 0));
+  MX_ASSIGN_OR_RETURN(m.n_group_used, Int(f, arch, "expert_group_used_count", 0));
+  if (m.n_group > 1) {
+    if (m.n_expert % m.n_group != 0 || m.n_expert / m.n_group < 2) {
+      return Status::InvalidArgument(
+          arch + ".expert_group_count = " + std::to_string(m.n_group) + ": the " +
+          std::to_string(m.n_expert) + " experts must split into groups of 2 or more");
+    }
+    if (m.n_group_used <= 0 || m.n_group_used >= m.n_group) {
+      return Status::InvalidArgument(arch + ".expert_group_used_count = " +
+                                     std::to_string(m.n_group_used) + ", expected 1.." +
+                                     std::to_string(m.n_group - 1));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace config_keys
 
 using config_keys::Float;
@@ -73,6 +106,10 @@ const char* ArchName(Arch arch) {
     case Arch::kPhi3: return "phi3";
     case Arch::kMistral3: return "mistral3";
     case Arch::kGemma3: return "gemma3";
+    case Arch::kQwen3Moe: return "qwen3moe";
+    case Arch::kQwen35Moe: return "qwen35moe";
+    case Arch::kNemotronHMoe: return "nemotron_h_moe";
+    case Arch::kGptOss: return "gpt-oss";
   }
   return "?";
 }
@@ -129,7 +166,12 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
     MX_ASSIGN_OR_RETURN(n_kv_head,
                         f.GetIntArrayOrScalar(arch + ".attention.head_count_kv", n_layer));
   }
-  MX_ASSIGN_OR_RETURN(auto n_ff, f.GetIntArrayOrScalar(arch + ".feed_forward_length", n_layer));
+  // Absent in files whose layers are all experts (qwen35moe): 0, which the
+  // families that need it reject below.
+  std::vector<int64_t> n_ff(n_layer, 0);
+  if (f.Find(arch + ".feed_forward_length") != nullptr) {
+    MX_ASSIGN_OR_RETURN(n_ff, f.GetIntArrayOrScalar(arch + ".feed_forward_length", n_layer));
+  }
 
   int64_t head0 = 0;
   for (int64_t h : n_head) head0 = head0 > 0 ? head0 : h;
@@ -212,8 +254,12 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
                                      " must be a positive multiple of head_count_kv " +
                                      std::to_string(l.n_kv_head));
     }
-    if (l.ffn != Ffn::kNone && l.n_ff <= 0) {
-      return Status::InvalidArgument(where + "feed_forward_length = " + std::to_string(l.n_ff));
+    if (l.ffn != Ffn::kNone && l.ffn != Ffn::kMoe && l.n_ff <= 0) {
+      return Status::InvalidArgument(where + "feed_forward_length = " + std::to_string(l.n_ff) +
+                                     (l.n_ff == 0 ? " (missing or 0)" : ""));
+    }
+    if (l.ffn == Ffn::kMoe && c.moe.n_expert == 0) {
+      return Status::InvalidArgument(where + "an expert layer without experts");
     }
   }
   if (c.use_rope && (c.rope.n_rot <= 0 || c.rope.n_rot > c.head_dim_k || c.rope.n_rot % 2 != 0)) {

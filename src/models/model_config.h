@@ -24,6 +24,10 @@ enum class Arch {
   kPhi3,
   kGemma3,
   kMistral3,
+  kQwen3Moe,
+  kQwen35Moe,
+  kNemotronHMoe,
+  kGptOss,
 };
 const char* ArchName(Arch arch);
 
@@ -43,6 +47,43 @@ enum class Ffn {
   kSwiGlu,       // down(silu(gate x) * up x)
   kReluSquared,  // down(relu(up x)^2) (nemotron_h)
   kGeGlu,        // down(gelu_tanh(gate x) * up x), llama.cpp's f16-table GELU (gemma3)
+  // gpt-oss's experts: down(g' sigmoid(1.702 g') (u' + 1)) with g' = min(gate x, 7),
+  // u' = clamp(up x, -7, 7) (biases after each product)
+  kSwiGluClamped,
+  kMoe,  // a mixture of experts (ModelConfig::moe) after its router
+};
+
+// How a mixture-of-experts router turns its logits into the chosen experts'
+// weights (ref/README-moe.md "Routing").
+enum class MoeGating {
+  kSoftmax,        // softmax over every expert; the weights are the chosen probabilities
+  kSigmoid,        // sigmoid per expert
+  kSoftmaxOfTopK,  // the k largest logits chosen, then a softmax over those k (gpt-oss)
+};
+
+// The mixture of experts of a model's Ffn::kMoe layers. Per token:
+//   l = Wrouter u (+ router bias);  p = gating(l);  s = p (+ selection bias)
+//   groups (n_group > 1): of n_expert / n_group consecutive experts, scored by
+//     their two largest s; only the n_group_used best keep their experts
+//   e_1..e_k = the k largest s, best first;  w_j = p[e_j]
+//   normalize: w_j /= max(sum w, 2^-14);  w_j *= scale (when not 0 or 1)
+//   moe = ((w_1 y_1 + w_2 y_2) + w_3 y_3) + ...,   y_j = expert_{e_j}(u)
+//   ffn = moe (+ shared expert, times sigmoid(w_sg . u) when shared_gate)
+struct MoeConfig {
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;  // k
+  int64_t n_ff_expert = 0;    // each expert's width
+  int64_t n_ff_shared = 0;    // the shared expert's width; 0: none
+  Ffn expert_ffn = Ffn::kSwiGlu;  // kSwiGlu, kReluSquared or kSwiGluClamped (also the shared one's)
+  MoeGating gating = MoeGating::kSoftmax;
+  bool normalize = false;
+  float scale = 1.0f;
+  int64_t n_group = 0;       // expert_group_count (0 or 1: no group limit)
+  int64_t n_group_used = 0;  // expert_group_used_count
+  bool router_bias = false;     // ffn_gate_inp.bias added to the logits (gpt-oss)
+  bool selection_bias = false;  // exp_probs_b.bias added to choose only (nemotron_h_moe)
+  bool expert_biases = false;   // ffn_{gate,up,down}_exps.bias (gpt-oss)
+  bool shared_gate = false;     // ffn_gate_inp_shexp: the shared expert's sigmoid gate (qwen35moe)
 };
 const char* MixerName(Mixer mixer);
 
@@ -117,6 +158,7 @@ struct ModelConfig {
   float attn_temperature_scale = 0.0f;
   int64_t attn_temperature_floor = 0;
   std::vector<LayerConfig> layers;  // [n_layer]
+  MoeConfig moe;                    // the Ffn::kMoe layers' experts (n_expert 0: none)
 
   // Recurrent mixers; zero for dense models. Both kinds convolve C =
   // ssm_conv_channels() channels over ssm_d_conv taps and keep a state of

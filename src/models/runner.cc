@@ -5,6 +5,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "models/moe_router.h"
+
 namespace mx::models {
 
 Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, const RunnerOptions& options) {
@@ -50,6 +52,8 @@ Runner::Runner(const Model& model, const RunnerOptions& options,
   }
   tile_tokens_ = std::max(1, kernels::kAttentionRowTile / max_group);
 }
+
+Runner::~Runner() = default;
 
 std::unique_ptr<SequenceState> Runner::NewSequence() const {
   auto seq = std::make_unique<SequenceState>(layout_);
@@ -176,7 +180,11 @@ Status Runner::Forward(std::span<const BatchEntry> batch, std::vector<float>* lo
     }
     if (lc.ffn != Ffn::kNone) {
       Norm(w.ffn_norm, n);
-      FfnBlock(l, n);
+      if (lc.ffn == Ffn::kMoe) {
+        MoeBlock(l, n);
+      } else {
+        FfnBlock(l, n);
+      }
       if (c.post_norms) PostNorm(w.post_ffn_norm, n);
       AddResidual(n);
     }

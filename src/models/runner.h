@@ -54,6 +54,19 @@ struct BatchEntry {
   kernels::RopePos pos;
 };
 
+// The experts one entry of a batch was routed to in one mixture-of-experts
+// layer (Runner::set_routing_log): best first, with their weights and the
+// margin of the decision (ranked score of the k-th minus the next expert).
+struct RoutingDecision {
+  int64_t layer = 0;
+  int64_t entry = 0;  // index in the batch
+  std::vector<int32_t> experts;
+  std::vector<float> weights;
+  float gap = 0.0f;
+};
+
+class MoeRouter;
+
 struct RunnerOptions {
   int n_threads = 1;
   // Attention KV rows: F16 (default), F32, Q8_0 or Q4_0 for keys and values;
@@ -92,6 +105,12 @@ class Runner {
   // context); on error nothing is changed.
   Status Forward(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
+  // Every routing decision of the following Forward calls is appended to
+  // `log` (null: none are kept). For tests and diagnostics.
+  void set_routing_log(std::vector<RoutingDecision>* log) { routing_log_ = log; }
+
+  ~Runner();
+
  private:
   Runner(const Model& model, const RunnerOptions& options, std::shared_ptr<const StateLayout> l);
 
@@ -116,6 +135,8 @@ class Runner {
   void Mamba2Mixer(size_t layer, size_t rec_index, int64_t n);      // runner_mamba2.cc
   void DeltaNetMixer(size_t layer, size_t rec_index, int64_t n);    // runner_delta_net.cc
   void FfnBlock(size_t layer, int64_t n);                            // runner.cc
+  void MoeBlock(size_t layer, int64_t n);                            // runner_moe.cc
+  void SharedExpert(size_t layer, int64_t n);  // into out_ (runner_moe.cc)
   // Long-context generation attention in two phases; false (nothing done)
   // when the batch does not qualify (runner_attention.cc).
   bool SplitAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale);
@@ -156,6 +177,22 @@ class Runner {
   std::vector<int64_t> n_pos_;  // [n] positions each entry attends to (pos + 1)
   std::vector<std::vector<float>> att_scratch_;  // [thread][AttentionScratchFloats]
   std::vector<float> scores_;  // [tile][query][head][positions, padded to 16] (SplitAttention)
+  // Mixture of experts (runner_moe.cc): routing, the slots (entry, choice)
+  // grouped by expert, their gathered inputs and outputs.
+  std::unique_ptr<MoeRouter> router_;
+  std::vector<RoutingDecision>* routing_log_ = nullptr;
+  std::vector<float> moe_logits_;     // [n, n_expert]
+  std::vector<int32_t> moe_experts_;  // [n, k] chosen experts, best first
+  std::vector<float> moe_weights_;    // [n, k]
+  std::vector<int64_t> moe_first_;    // [n_expert + 1] first row of each expert
+  std::vector<int64_t> moe_next_;     // [n_expert] scratch
+  std::vector<int64_t> moe_slots_;    // [n k] row -> slot t * k + j
+  std::vector<int64_t> moe_row_;      // [n k] slot -> row
+  std::vector<float> moe_x_;          // [n k, n_embd] gathered inputs
+  std::vector<float> moe_y_;          // [n k, n_embd] expert outputs
+  std::vector<float> moe_acc_;        // [n_embd]
+  std::vector<float> moe_sh1_, moe_sh2_, moe_gate_;  // the shared expert's
+  std::vector<kernels::MatMulJob> moe_jobs_;
 };
 
 }  // namespace mx::models

@@ -249,6 +249,15 @@ const auto kDenseCases = ::testing::Values(
 INSTANTIATE_TEST_SUITE_P(Dense, RefTest, kDenseCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(Dense, DenseRefTest, kDenseCases, CaseName);
 
+// The mixtures of experts (ref/README-moe.md): F32 models against
+// llama.cpp's native run, F32 and F16 KV. The routing itself is checked
+// decision by decision in runner_moe_ref_test.cc.
+const auto kMoeCases = ::testing::Values(
+    RefCase{"tiny-qwen3moe", DType::kF32, false, 1e-3f, 1e-4f},
+    RefCase{"tiny-qwen3moe", DType::kF16, false, 1e-2f, 2e-3f});
+INSTANTIATE_TEST_SUITE_P(Moe, RefTest, kMoeCases, CaseName);
+INSTANTIATE_TEST_SUITE_P(Moe, DenseRefTest, kMoeCases, CaseName);
+
 INSTANTIATE_TEST_SUITE_P(
     Dequantized, RefTest,
     ::testing::Values(
@@ -272,7 +281,8 @@ INSTANTIATE_TEST_SUITE_P(Bf16RoundedActivations, RefTest,
 INSTANTIATE_TEST_SUITE_P(
     QuantizedActivations, RefTest,
     ::testing::Values(RefCase{"tiny-llama-q8_0", DType::kF32, false, 0.3f, 0.03f},
-                      RefCase{"tiny-llama256-q4_k_m", DType::kF32, false, 0.3f, 0.03f}),
+                      RefCase{"tiny-llama256-q4_k_m", DType::kF32, false, 0.3f, 0.03f},
+                      RefCase{"tiny-qwen3moe-q8_0", DType::kF32, false, 0.3f, 0.03f}),
     CaseName);
 
 }  // namespace

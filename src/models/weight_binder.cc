@@ -31,7 +31,22 @@ Result<const gguf::TensorInfo*> WeightBinder::Find(const std::string& name,
 }
 
 Result<Matrix> WeightBinder::Mat(const std::string& name, int64_t n_in, int64_t n_out) {
-  MX_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {n_in, n_out}));
+  return MatOf(name, {n_in, n_out}, n_in, n_out);
+}
+
+Result<ExpertMatrix> WeightBinder::Experts(const std::string& name, int64_t n_in, int64_t n_out,
+                                           int64_t n_expert, int64_t n_out_all, int half) {
+  ExpertMatrix m;
+  MX_ASSIGN_OR_RETURN(m.all, MatOf(name, {n_in, n_out_all, n_expert}, n_in, n_out_all * n_expert));
+  m.n_out = n_out;
+  m.stride = n_out_all;
+  m.first = half * n_out;
+  return m;
+}
+
+Result<Matrix> WeightBinder::MatOf(const std::string& name, std::vector<int64_t> shape,
+                                   int64_t n_in, int64_t n_out) {
+  MX_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, std::move(shape)));
   if (!kernels::WeightTypeSupported(t->type)) {
     return Status::NotSupported("tensor '" + name + "' has weight type " + DTypeName(t->type) +
                                 ", which this engine does not support yet");
@@ -42,7 +57,10 @@ Result<Matrix> WeightBinder::Mat(const std::string& name, int64_t n_in, int64_t 
   m.n_cols = n_in;
   m.n_rows = n_out;
   m.row_bytes = RowBytes(t->type, n_in);
-  bytes_ += t->n_bytes;
+  if (std::find(counted_.begin(), counted_.end(), t) == counted_.end()) {
+    counted_.push_back(t);
+    bytes_ += t->n_bytes;
+  }
   const size_t align = kernels::FastRowAlignment(t->type);
   if (align > 1 && n_out > 0 &&
       (reinterpret_cast<uintptr_t>(m.data) % align != 0 || m.row_bytes % align != 0)) {
@@ -208,6 +226,50 @@ Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* nor
   }
   MX_ASSIGN_OR_RETURN(w.w_up, b.Mat(Blk(i, "ffn_up.weight"), e, lc.n_ff));
   MX_ASSIGN_OR_RETURN(w.w_down, b.Mat(Blk(i, "ffn_down.weight"), lc.n_ff, e));
+  return Status::Ok();
+}
+
+Status BindMoe(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm,
+               LayerWeights& w) {
+  const MoeConfig& m = c.moe;
+  const int64_t e = c.n_embd, ne = m.n_expert, ff = m.n_ff_expert;
+  MoeWeights& x = w.moe;
+  MX_ASSIGN_OR_RETURN(w.ffn_norm, b.Vec(Blk(i, norm), {e}));
+  MX_ASSIGN_OR_RETURN(x.router, b.Mat(Blk(i, "ffn_gate_inp.weight"), e, ne));
+  if (m.router_bias) {
+    MX_ASSIGN_OR_RETURN(x.router_bias, b.Vec(Blk(i, "ffn_gate_inp.bias"), {ne}));
+  }
+  if (m.selection_bias) {
+    MX_ASSIGN_OR_RETURN(x.selection_bias, b.Vec(Blk(i, "exp_probs_b.bias"), {ne}));
+  }
+  const bool gated = m.expert_ffn != Ffn::kReluSquared;
+  if (gated && b.Has(Blk(i, "ffn_gate_up_exps.weight"))) {
+    const std::string merged = Blk(i, "ffn_gate_up_exps.weight");
+    MX_ASSIGN_OR_RETURN(x.gate, b.Experts(merged, e, ff, ne, 2 * ff, 0));
+    MX_ASSIGN_OR_RETURN(x.up, b.Experts(merged, e, ff, ne, 2 * ff, 1));
+  } else {
+    if (gated) {
+      MX_ASSIGN_OR_RETURN(x.gate, b.Experts(Blk(i, "ffn_gate_exps.weight"), e, ff, ne, ff));
+    }
+    MX_ASSIGN_OR_RETURN(x.up, b.Experts(Blk(i, "ffn_up_exps.weight"), e, ff, ne, ff));
+  }
+  MX_ASSIGN_OR_RETURN(x.down, b.Experts(Blk(i, "ffn_down_exps.weight"), ff, e, ne, e));
+  if (m.expert_biases) {
+    MX_ASSIGN_OR_RETURN(x.gate_bias, b.Vec(Blk(i, "ffn_gate_exps.bias"), {ff, ne}));
+    MX_ASSIGN_OR_RETURN(x.up_bias, b.Vec(Blk(i, "ffn_up_exps.bias"), {ff, ne}));
+    MX_ASSIGN_OR_RETURN(x.down_bias, b.Vec(Blk(i, "ffn_down_exps.bias"), {e, ne}));
+  }
+  if (m.n_ff_shared > 0) {
+    const int64_t fs = m.n_ff_shared;
+    if (gated) {
+      MX_ASSIGN_OR_RETURN(x.shared_gate, b.Mat(Blk(i, "ffn_gate_shexp.weight"), e, fs));
+    }
+    MX_ASSIGN_OR_RETURN(x.shared_up, b.Mat(Blk(i, "ffn_up_shexp.weight"), e, fs));
+    MX_ASSIGN_OR_RETURN(x.shared_down, b.Mat(Blk(i, "ffn_down_shexp.weight"), fs, e));
+    if (m.shared_gate) {
+      MX_ASSIGN_OR_RETURN(x.shared_gate_inp, b.Vec(Blk(i, "ffn_gate_inp_shexp.weight"), {e}));
+    }
+  }
   return Status::Ok();
 }
 

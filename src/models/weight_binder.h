@@ -28,6 +28,11 @@ class WeightBinder {
   // not give (kernels.h FastRowAlignment), into an aligned copy kept here
   // (rows padded with zeros to a multiple of it).
   Result<Matrix> Mat(const std::string& name, int64_t n_in, int64_t n_out);
+  // A 3-D expert tensor [n_in, n_out_all, n_expert] as every expert's
+  // matrix: n_out_all = n_out (one matrix per expert) or 2 n_out (a merged
+  // gate_up tensor; `half` 0 the gate rows, 1 the up rows).
+  Result<ExpertMatrix> Experts(const std::string& name, int64_t n_in, int64_t n_out,
+                               int64_t n_expert, int64_t n_out_all, int half = 0);
   // Any supported type, converted to an owned f32 vector.
   Result<std::vector<float>> Vec(const std::string& name, std::vector<int64_t> shape);
 
@@ -41,8 +46,13 @@ class WeightBinder {
   const std::vector<const gguf::TensorInfo*>& copied() const { return copied_; }
 
  private:
+  // A matrix of n_rows rows of n_in values from the tensor of `shape`.
+  Result<Matrix> MatOf(const std::string& name, std::vector<int64_t> shape, int64_t n_in,
+                       int64_t n_rows);
+
   const gguf::GgufFile& f_;
   uint64_t bytes_ = 0;
+  std::vector<const gguf::TensorInfo*> counted_;  // tensors bound twice count once (merged gate_up)
   std::vector<OwnedBytes> copies_;
   std::vector<const gguf::TensorInfo*> copied_;
 };
@@ -66,5 +76,9 @@ Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeigh
 // `norm` is the name of the norm in front of the FFN ("ffn_norm.weight",
 // "post_attention_norm.weight", ...).
 Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
+// The mixture of experts of layer i (ModelConfig::moe) behind `norm`:
+// router, experts (ffn_{gate,up,down}_exps, or a merged ffn_gate_up_exps),
+// their biases and the shared expert, as the config asks.
+Status BindMoe(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
 
 }  // namespace mx::models
