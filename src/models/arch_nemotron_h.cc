@@ -14,9 +14,8 @@
 #include "models/config_keys.h"
 
 namespace mx::models {
-namespace {
 
-Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
+Status ConfigureNemotronHLayers(const gguf::GgufFile& f, ModelConfig& c) {
   for (LayerConfig& l : c.layers) {
     if (l.n_kv_head == 0 && l.n_ff == 0) {
       l.mixer = Mixer::kMamba2;
@@ -33,6 +32,8 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
   return config_keys::ReadSsmSizes(f, ArchName(c.arch), c);
 }
 
+namespace {
+
 Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
   switch (c.layers[static_cast<size_t>(i)].mixer) {
     case Mixer::kMamba2:
@@ -46,6 +47,7 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 
 }  // namespace
 
-const Architecture kNemotronHArchitecture = {Arch::kNemotronH, "nemotron_h", Configure, BindLayer};
+const Architecture kNemotronHArchitecture = {Arch::kNemotronH, "nemotron_h",
+                                             ConfigureNemotronHLayers, BindLayer};
 
 }  // namespace mx::models

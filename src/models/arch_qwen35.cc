@@ -32,11 +32,10 @@
 #include "models/config_keys.h"
 
 namespace mx::models {
-namespace {
 
 using config_keys::Int;
 
-Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
+Status ConfigureQwen35Layers(const gguf::GgufFile& f, ModelConfig& c) {
   const std::string arch = ArchName(c.arch);
   MX_ASSIGN_OR_RETURN(c.n_nextn_layers, Int(f, arch, "nextn_predict_layers", 0));
   if (c.n_nextn_layers < 0 || c.n_nextn_layers >= c.n_layer) {
@@ -79,17 +78,21 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
   return config_keys::ReadSsmSizes(f, arch, c);
 }
 
+Status BindQwen35Mixer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+  if (c.layers[static_cast<size_t>(i)].mixer == Mixer::kDeltaNet) return BindDeltaNet(b, c, i, w);
+  return BindAttention(b, c, i, w);
+}
+
+namespace {
+
 Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  if (c.layers[static_cast<size_t>(i)].mixer == Mixer::kDeltaNet) {
-    MX_RETURN_IF_ERROR(BindDeltaNet(b, c, i, w));
-  } else {
-    MX_RETURN_IF_ERROR(BindAttention(b, c, i, w));
-  }
+  MX_RETURN_IF_ERROR(BindQwen35Mixer(b, c, i, w));
   return BindFfn(b, c, i, "post_attention_norm.weight", w);
 }
 
 }  // namespace
 
-const Architecture kQwen35Architecture = {Arch::kQwen35, "qwen35", Configure, BindLayer};
+const Architecture kQwen35Architecture = {Arch::kQwen35, "qwen35", ConfigureQwen35Layers,
+                                          BindLayer};
 
 }  // namespace mx::models

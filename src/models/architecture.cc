@@ -7,7 +7,8 @@ const Architecture* const kArchitectures[] = {
     &kLlamaArchitecture,     &kQwen2Architecture,  &kQwen3Architecture,
     &kNemotronHArchitecture, &kQwen35Architecture, &kSmolLm3Architecture,
     &kGraniteArchitecture,   &kPhi3Architecture,   &kGemma3Architecture,
-    &kMistral3Architecture, &kQwen3MoeArchitecture};
+    &kMistral3Architecture, &kQwen3MoeArchitecture, &kQwen35MoeArchitecture,
+    &kNemotronHMoeArchitecture};
 
 }  // namespace
 

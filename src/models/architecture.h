@@ -45,6 +45,13 @@ std::string SupportedArchitectureNames();
 void ConfigureDenseLayers(ModelConfig& c, kernels::RopeMode mode);
 Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 
+// The hybrid trunks their mixture-of-experts variants share
+// (arch_qwen35.cc, arch_nemotron_h.cc): every layer's mixer and, for the
+// dense variant, its FFN.
+Status ConfigureQwen35Layers(const gguf::GgufFile& f, ModelConfig& c);
+Status BindQwen35Mixer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+Status ConfigureNemotronHLayers(const gguf::GgufFile& f, ModelConfig& c);
+
 // The families (arch_*.cc).
 extern const Architecture kLlamaArchitecture;
 extern const Architecture kQwen2Architecture;
@@ -57,5 +64,7 @@ extern const Architecture kPhi3Architecture;
 extern const Architecture kMistral3Architecture;
 extern const Architecture kGemma3Architecture;
 extern const Architecture kQwen3MoeArchitecture;
+extern const Architecture kQwen35MoeArchitecture;
+extern const Architecture kNemotronHMoeArchitecture;
 
 }  // namespace mx::models

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "models/model.h"
@@ -44,9 +42,8 @@ class MoeRoutingTest : public ::testing::TestWithParam<RoutingCase> {
  protected:
   void SetUp() override {
     ref_ = mx::testing::LoadRefModel(GetParam().model);
-    std::ifstream in(mx::testing::RefDir() + "/routing-" + GetParam().model + ".json");
-    ASSERT_TRUE(in) << "no routing file for " << GetParam().model;
-    routing_ = nlohmann::json::parse(in);
+    routing_ = mx::testing::LoadRefRouting(GetParam().model);
+    ASSERT_FALSE(routing_.prompts.empty()) << "no routing file for " << GetParam().model;
     auto model = Model::Load(Env::Default(), ref_.model_path, {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
@@ -56,38 +53,36 @@ class MoeRoutingTest : public ::testing::TestWithParam<RoutingCase> {
   }
 
   mx::testing::RefModel ref_;
-  nlohmann::json routing_;
+  mx::testing::RefRouting routing_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Runner> runner_;
 };
 
 TEST_P(MoeRoutingTest, ExpertsAndWeightsAreLlamaCppsAtEveryDecision) {
-  ASSERT_EQ(model_->config().moe.n_expert, routing_["n_expert"].get<int64_t>());
-  ASSERT_EQ(model_->config().moe.n_expert_used, routing_["n_expert_used"].get<int64_t>());
+  ASSERT_EQ(model_->config().moe.n_expert, routing_.n_expert);
+  ASSERT_EQ(model_->config().moe.n_expert_used, routing_.n_expert_used);
+  const bool quantized = GetParam().quantized_native;
   int64_t compared = 0, near_ties = 0, near_tie_flips = 0;
-  for (const auto& p : routing_["prompts"]) {
-    SCOPED_TRACE(p["name"].get<std::string>());
-    const auto tokens = p["tokens"].get<std::vector<int32_t>>();
+  for (const auto& p : routing_.prompts) {
+    SCOPED_TRACE(p.name);
     std::vector<RoutingDecision> log;
     runner_->set_routing_log(&log);
     auto seq = runner_->NewSequence();
-    ReadAllPositions(*runner_, seq.get(), tokens);
+    ReadAllPositions(*runner_, seq.get(), p.tokens);
     runner_->set_routing_log(nullptr);
     // A quantized run follows llama.cpp's only up to its first flip at a
     // near-tie: the other expert's output moves everything after it.
-    int64_t stop_at = static_cast<int64_t>(tokens.size());
-    for (const auto& layer : p["moe_layers"]) {
-      const int64_t l = layer["layer"].get<int64_t>();
-      for (size_t pos = 0; pos < tokens.size(); ++pos) {
+    int64_t stop_at = static_cast<int64_t>(p.tokens.size());
+    for (const auto& layer : p.layers) {
+      for (size_t pos = 0; pos < p.tokens.size(); ++pos) {
         const RoutingDecision* ours = nullptr;
         for (const RoutingDecision& d : log) {
-          if (d.layer == l && d.entry == static_cast<int64_t>(pos)) ours = &d;
+          if (d.layer == layer.layer && d.entry == static_cast<int64_t>(pos)) ours = &d;
         }
-        ASSERT_NE(ours, nullptr) << "no decision at layer " << l << " position " << pos;
-        const auto want = layer["experts"][pos].get<std::vector<int32_t>>();
-        const auto want_w = layer["weights"][pos].get<std::vector<float>>();
-        const float gap = layer["gap_kth_vs_next"][pos].get<float>();
-        const bool quantized = GetParam().quantized_native;
+        ASSERT_NE(ours, nullptr) << "no decision at layer " << layer.layer << " position " << pos;
+        const std::vector<int32_t>& want = layer.experts[pos];
+        const std::vector<float>& want_w = layer.weights[pos];
+        const float gap = layer.gap[pos];
         if (gap < (quantized ? kQuantizedNearTie : kNearTie)) {
           ++near_ties;
           if (ours->experts != want) {
@@ -110,10 +105,11 @@ TEST_P(MoeRoutingTest, ExpertsAndWeightsAreLlamaCppsAtEveryDecision) {
             }
           }
         }
-        ASSERT_EQ(got, want) << "layer " << l << " position " << pos << " (gap " << gap << ")";
+        ASSERT_EQ(got, want) << "layer " << layer.layer << " position " << pos << " (gap " << gap
+                             << ")";
         for (size_t j = 0; j < want_w.size(); ++j) {
           EXPECT_NEAR(got_w[j], want_w[j], quantized ? 3 * kQuantizedNearTie : 1e-4)
-              << "layer " << l << " position " << pos << " choice " << j;
+              << "layer " << layer.layer << " position " << pos << " choice " << j;
         }
       }
     }
@@ -124,7 +120,7 @@ TEST_P(MoeRoutingTest, ExpertsAndWeightsAreLlamaCppsAtEveryDecision) {
   EXPECT_GT(compared, 1000);
   // Only a quantized run may flip at a near-tie; an F32 run is as close as
   // llama.cpp's numpy check (README-moe.md: the same experts everywhere).
-  if (!GetParam().quantized_native) {
+  if (!quantized) {
     EXPECT_EQ(near_tie_flips, 0);
   }
 }
@@ -163,7 +159,9 @@ TEST_P(MoeRoutingTest, LogitsDoNotDependOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Moe, MoeRoutingTest,
                          ::testing::Values(RoutingCase{"tiny-qwen3moe", false},
-                                           RoutingCase{"tiny-qwen3moe-q8_0", true}),
+                                           RoutingCase{"tiny-qwen3moe-q8_0", true},
+                                           RoutingCase{"tiny-qwen35moe", false},
+                                           RoutingCase{"tiny-nemotron_h_moe", false}),
                          Name);
 
 }  // namespace

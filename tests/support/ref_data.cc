@@ -109,6 +109,37 @@ RefModel LoadRefModel(const std::string& name) {
   return m;
 }
 
+const RefRoutingPrompt* RefRouting::prompt(const std::string& name) const {
+  for (const auto& p : prompts) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+RefRouting LoadRefRouting(const std::string& name) {
+  RefRouting r;
+  std::ifstream in(RefDir() + "/routing-" + name + ".json");
+  if (!in) return r;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  r.n_expert = j["n_expert"].get<int64_t>();
+  r.n_expert_used = j["n_expert_used"].get<int64_t>();
+  for (const auto& p : j["prompts"]) {
+    RefRoutingPrompt rp;
+    rp.name = p["name"].get<std::string>();
+    rp.tokens = p["tokens"].get<std::vector<int32_t>>();
+    for (const auto& l : p["moe_layers"]) {
+      RefRoutingLayer rl;
+      rl.layer = l["layer"].get<int64_t>();
+      rl.experts = l["experts"].get<std::vector<std::vector<int32_t>>>();
+      rl.weights = l["weights"].get<std::vector<std::vector<float>>>();
+      rl.gap = l["gap_kth_vs_next"].get<std::vector<float>>();
+      rp.layers.push_back(std::move(rl));
+    }
+    r.prompts.push_back(std::move(rp));
+  }
+  return r;
+}
+
 std::vector<float> LoadAllLogits(const std::string& model_name) {
   std::ifstream in(RefDir() + "/logits/" + model_name + ".chat.f32", std::ios::binary);
   std::vector<float> out;

@@ -50,6 +50,28 @@ struct RefModel {
   const RefPrompt& prompt(const std::string& name) const;
 };
 
+// routing-<model>.json (ref/README-moe.md): the experts llama.cpp chose at
+// every position of every MoE layer of each prompt, best first.
+struct RefRoutingLayer {
+  int64_t layer = 0;
+  std::vector<std::vector<int32_t>> experts;  // [position][k]
+  std::vector<std::vector<float>> weights;    // [position][k]
+  std::vector<float> gap;                     // [position] k-th minus next score
+};
+struct RefRoutingPrompt {
+  std::string name;
+  std::vector<int32_t> tokens;
+  std::vector<RefRoutingLayer> layers;
+};
+struct RefRouting {
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  std::vector<RefRoutingPrompt> prompts;
+  const RefRoutingPrompt* prompt(const std::string& name) const;
+};
+// Empty (no prompts) when the set has no routing file.
+RefRouting LoadRefRouting(const std::string& name);
+
 std::string RefDir();
 // Loads ref-<name>.json. Aborts the test (ADD_FAILURE + empty) when missing.
 RefModel LoadRefModel(const std::string& name);
