@@ -8,7 +8,7 @@ const Architecture* const kArchitectures[] = {
     &kNemotronHArchitecture, &kQwen35Architecture, &kSmolLm3Architecture,
     &kGraniteArchitecture,   &kPhi3Architecture,   &kGemma3Architecture,
     &kMistral3Architecture, &kQwen3MoeArchitecture, &kQwen35MoeArchitecture,
-    &kNemotronHMoeArchitecture};
+    &kNemotronHMoeArchitecture, &kGptOssArchitecture};
 
 }  // namespace
 

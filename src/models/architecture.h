@@ -66,5 +66,6 @@ extern const Architecture kGemma3Architecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen35MoeArchitecture;
 extern const Architecture kNemotronHMoeArchitecture;
+extern const Architecture kGptOssArchitecture;
 
 }  // namespace mx::models

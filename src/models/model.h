@@ -67,7 +67,9 @@ struct LayerWeights {
   Matrix wk;                     // [n_embd] -> [n_kv_head * head_dim]
   Matrix wv;                     // [n_embd] -> [n_kv_head * head_dim]
   Matrix wo;                     // [n_head * head_dim] -> [n_embd]
-  std::vector<float> bq, bk, bv;  // qwen2 biases, empty otherwise
+  std::vector<float> bq, bk, bv;  // q/k/v biases (qwen2, gpt-oss), empty otherwise
+  std::vector<float> bo;          // [n_embd] output bias (gpt-oss), else empty
+  std::vector<float> attn_sinks;  // [n_head] one softmax sink logit per head (gpt-oss), else empty
   std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMS norms (qwen3, qwen35), else empty
   // Feed-forward (kSwiGlu: gate/up/down; kReluSquared: up/down)
   std::vector<float> ffn_norm;   // [n_embd] (before the FFN)

@@ -139,6 +139,9 @@ struct ModelConfig {
   // The base of the layers with LayerConfig::rope_local (gemma3
   // rope.freq_base_swa); their frequency scale is 1.
   float rope_local_base = 10000.0f;
+  // True: local layers keep the file's frequency scale and YaRN (gpt-oss);
+  // false: they rotate at scale 1 (gemma3).
+  bool rope_local_scaled = false;
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // output head = token_embd (decided from the tensors)

@@ -144,6 +144,10 @@ class Runner {
   // last `window` rows only, one query per task.
   void WindowAttention(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
                        int64_t window);
+  // Attention sinks (gpt-oss): rescales att_ as if each head's softmax had
+  // one more logit, sinks[h], without a value (runner_attention.cc).
+  void ApplySinks(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
+                  int64_t window, const std::vector<float>& sinks);
   void Output(std::span<const BatchEntry> batch, std::vector<float>* logits);
 
   const Model& model_;

@@ -63,11 +63,9 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     float* q = &q_[i * q_dim];
     float* k = &k_[i * kv_dim];
     float* v = &v_[i * kv_dim];
-    if (c.qkv_bias) {
-      kernels::Add(w.bq.data(), q_dim, q);
-      kernels::Add(w.bk.data(), kv_dim, k);
-      kernels::Add(w.bv.data(), kv_dim, v);
-    }
+    if (!w.bq.empty()) kernels::Add(w.bq.data(), q_dim, q);
+    if (!w.bk.empty()) kernels::Add(w.bk.data(), kv_dim, k);
+    if (!w.bv.empty()) kernels::Add(w.bv.data(), kv_dim, v);
     if (c.qk_norm) {
       for (int h = 0; h < lc.n_head; ++h)
         kernels::RmsNorm(q + h * hd, w.q_norm.data(), hd, c.rms_eps, q + h * hd);
@@ -139,10 +137,57 @@ void Runner::AttentionMixer(size_t layer, size_t attn_index, int64_t n) {
     });
   }
 
+  if (!w.attn_sinks.empty()) ApplySinks(attn_index, lc.n_head, lc.n_kv_head, hd, scale, window,
+                                        w.attn_sinks);
   if (gated) {
     for (size_t j = 0; j < att_.size(); ++j) att_[j] *= Sigmoid(gate_[j]);
   }
   kernels::MatMul(w.wo, att_.data(), q_dim, n, out_.data(), e, &pool_);
+  if (!w.bo.empty()) {
+    for (int64_t i = 0; i < n; ++i) kernels::Add(w.bo.data(), e, &out_[i * e]);
+  }
+}
+
+// A sink S_h joins head h's softmax as one more logit without a value:
+//   a_j = exp(z_j) / (sum_j exp(z_j) + exp(S_h)),
+// which is the attention without it times sigmoid(lse - S_h), lse = the log
+// of its softmax's sum. Each (query, kv head) task recomputes the scaled
+// scores of the query's positions (its window on windowed layers) as one
+// product of the cached keys with the group's query heads, then rescales
+// those heads' outputs; a query's result depends on its own rows only.
+void Runner::ApplySinks(size_t attn_index, int n_head, int n_kv_head, int64_t hd, float scale,
+                        int64_t window, const std::vector<float>& sinks) {
+  const int64_t q_dim = n_head * hd;
+  const auto n = static_cast<int64_t>(plan_.size());
+  const int group = n_head / n_kv_head;
+  const size_t k_head = kernels::KvHeadBytes(layout_->k_type, hd);
+  const size_t k_row = layout_->k_row_bytes(attn_index);
+  pool_.ParallelFor(n * n_kv_head, [&](int64_t task, int thread) {
+    const int64_t i = task / n_kv_head;
+    const auto kv_head = static_cast<int>(task % n_kv_head);
+    const Planned& p = plan_[static_cast<size_t>(i)];
+    const int64_t first_row = window > 0 ? std::max<int64_t>(0, p.pos + 1 - window) : 0;
+    const int64_t n_pos = p.pos + 1 - first_row;
+    Matrix keys;
+    keys.type = layout_->k_type;
+    keys.data = p.seq->k_data(attn_index) + static_cast<size_t>(first_row) * k_row +
+                static_cast<size_t>(kv_head) * k_head;
+    keys.n_cols = hd;
+    keys.n_rows = n_pos;
+    keys.row_bytes = k_row;
+    float* scores = att_scratch_[static_cast<size_t>(thread)].data();  // [group][n_pos]
+    const int64_t at = i * q_dim + static_cast<int64_t>(kv_head) * group * hd;
+    kernels::MatMul(keys, &q_[static_cast<size_t>(at)], hd, group, scores, n_pos, nullptr);
+    for (int g = 0; g < group; ++g) {
+      float* s = scores + static_cast<int64_t>(g) * n_pos;
+      for (int64_t j = 0; j < n_pos; ++j) s[j] *= scale;
+      const double lse = kernels::LogSumExp(s, n_pos);
+      const float sink = sinks[static_cast<size_t>(kv_head * group + g)];
+      const auto keep = static_cast<float>(1.0 / (1.0 + std::exp(sink - lse)));
+      float* o = &att_[static_cast<size_t>(at + static_cast<int64_t>(g) * hd)];
+      for (int64_t d = 0; d < hd; ++d) o[d] *= keep;
+    }
+  });
 }
 
 // A query at row p of a windowed layer reads rows [p - window + 1, p]: its

@@ -161,7 +161,9 @@ INSTANTIATE_TEST_SUITE_P(Moe, MoeRoutingTest,
                          ::testing::Values(RoutingCase{"tiny-qwen3moe", false},
                                            RoutingCase{"tiny-qwen3moe-q8_0", true},
                                            RoutingCase{"tiny-qwen35moe", false},
-                                           RoutingCase{"tiny-nemotron_h_moe", false}),
+                                           RoutingCase{"tiny-nemotron_h_moe", false},
+                                           RoutingCase{"tiny-gpt-oss", false},
+                                           RoutingCase{"tiny-gpt-oss-mxfp4", true}),
                          Name);
 
 }  // namespace

@@ -34,9 +34,10 @@ struct RefCase {
   float max_tol;                   // max abs logit difference allowed
   float mean_tol;                  // mean abs difference allowed on last_logits
   Bf16Activations bf16 = Bf16Activations::kAny;
-  // A mixture of experts whose routing may tip at llama.cpp's near-ties
-  // (an F16 KV cache): LogitsMatchAtEveryPosition leaves those positions out.
-  bool routing_flips_ok = false;
+  // A mixture of experts whose routing may tip where llama.cpp's margin is
+  // below this (an F16 KV cache; in the units its router ranks):
+  // LogitsMatchAtEveryPosition leaves those positions out. 0: no flips.
+  float flip_gap = 0.0f;
 };
 
 
@@ -78,12 +79,13 @@ class RefTest : public ::testing::TestWithParam<RefCase> {
   std::unique_ptr<Runner> runner_;
 };
 
-// The positions of `p` where one of our routing decisions (log) chose other
-// experts than llama.cpp (a mixture of experts with an F16 KV cache, whose
-// rounding may tip a near-tie); a flip where llama.cpp's margin was not
-// narrow is a test failure.
+// The positions of `p` from the first one where one of our routing
+// decisions (log) chose other experts than llama.cpp on (a mixture of
+// experts with an F16 KV cache, whose rounding may tip a near-tie; the other
+// expert's output reaches every later position through attention). A flip
+// where llama.cpp's margin was not narrow is a test failure.
 std::vector<bool> RoutingFlips(const mx::testing::RefRoutingPrompt* p,
-                               const std::vector<RoutingDecision>& log, size_t n) {
+                               const std::vector<RoutingDecision>& log, size_t n, float flip_gap) {
   std::vector<bool> flipped(n, false);
   if (p == nullptr) return flipped;
   for (const RoutingDecision& d : log) {
@@ -96,10 +98,11 @@ std::vector<bool> RoutingFlips(const mx::testing::RefRoutingPrompt* p,
       std::sort(want.begin(), want.end());
       std::sort(got.begin(), got.end());
       if (want == got) continue;
-      EXPECT_LT(layer.gap[pos], 1e-3f) << "routing of layer " << d.layer << " position " << pos;
+      EXPECT_LT(layer.gap[pos], flip_gap) << "routing of layer " << d.layer << " position " << pos;
       flipped[pos] = true;
     }
   }
+  for (size_t pos = 1; pos < n; ++pos) flipped[pos] = flipped[pos] || flipped[pos - 1];
   return flipped;
 }
 
@@ -111,16 +114,20 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
   // Mixtures of experts: positions whose routing tipped the other way at a
   // near-tie are left out (their logits differ at full size by design).
   const mx::testing::RefRouting routing =
-      rc.routing_flips_ok ? mx::testing::LoadRefRouting(rc.model) : mx::testing::RefRouting{};
-  int flips = 0;
+      rc.flip_gap > 0 ? mx::testing::LoadRefRouting(rc.model) : mx::testing::RefRouting{};
+  size_t left_out = 0, positions = 0;
+  int prompts_flipped = 0;
   for (const RefPrompt& p : ref_.prompts) {
+    positions += p.tokens.size();
     SCOPED_TRACE(p.name);
     auto seq = runner_->NewSequence();
     std::vector<RoutingDecision> log;
-    runner_->set_routing_log(rc.routing_flips_ok ? &log : nullptr);
+    runner_->set_routing_log(rc.flip_gap > 0 ? &log : nullptr);
     std::vector<float> logits = ReadAll(seq.get(), p.tokens);
     runner_->set_routing_log(nullptr);
-    const std::vector<bool> flipped = RoutingFlips(routing.prompt(p.name), log, p.tokens.size());
+    const std::vector<bool> flipped =
+        RoutingFlips(routing.prompt(p.name), log, p.tokens.size(), rc.flip_gap);
+    prompts_flipped += flipped.back() ? 1 : 0;
     ASSERT_EQ(logits.size(), p.tokens.size() * static_cast<size_t>(n_vocab));
     const auto& top5 = rc.use_dequantized_reference ? p.deq_top5_per_position : p.top5_per_position;
     const auto& last = rc.use_dequantized_reference ? p.deq_last_logits : p.last_logits;
@@ -130,7 +137,7 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
     float worst = 0;
     for (size_t pos = 0; pos < p.tokens.size(); ++pos) {
       if (flipped[pos]) {
-        ++flips;
+        ++left_out;
         continue;
       }
       const float* row = &logits[pos * static_cast<size_t>(n_vocab)];
@@ -158,9 +165,10 @@ TEST_P(RefTest, LogitsMatchAtEveryPosition) {
     EXPECT_LT(max_diff, rc.max_tol) << "last position";
     EXPECT_LT(sum / static_cast<double>(n_vocab), rc.mean_tol) << "last position mean";
   }
-  if (rc.routing_flips_ok) {
-    std::printf("%s: %d positions routed otherwise at a near-tie\n", CaseName({rc, 0}).c_str(), flips);
-    EXPECT_LT(flips, 10);
+  if (rc.flip_gap > 0) {
+    std::printf("%s: %zu of %zu positions left out from a routing flip at a near-tie on (%d prompts)\n",
+                CaseName({rc, 0}).c_str(), left_out, positions, prompts_flipped);
+    EXPECT_LE(prompts_flipped, 2) << "of " << ref_.prompts.size() << " prompts";
   }
 }
 
@@ -355,14 +363,18 @@ INSTANTIATE_TEST_SUITE_P(Dense, DenseRefTest, kDenseCases, CaseName);
 // decision by decision in runner_moe_ref_test.cc.
 const auto kMoeCases = ::testing::Values(
     RefCase{"tiny-qwen3moe", DType::kF32, false, 1e-3f, 1e-4f},
-    RefCase{"tiny-qwen3moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, true});
+    RefCase{"tiny-qwen3moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, 1e-3f},
+    RefCase{"tiny-gpt-oss", DType::kF32, false, 1e-3f, 1e-4f},
+    // gpt-oss's logits are ~10x larger (embeddings of std 1, output gain 2),
+    // and its router ranks raw logits: F16 KV rounding moves both more.
+    RefCase{"tiny-gpt-oss", DType::kF16, false, 3e-2f, 5e-3f, Bf16Activations::kAny, 5e-2f});
 INSTANTIATE_TEST_SUITE_P(MoeDense, RefTest, kMoeCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(MoeDense, DenseRefTest, kMoeCases, CaseName);
 const auto kHybridMoeCases = ::testing::Values(
     RefCase{"tiny-qwen35moe", DType::kF32, false, 1e-3f, 1e-4f},
     RefCase{"tiny-nemotron_h_moe", DType::kF32, false, 1e-3f, 1e-4f},
-    RefCase{"tiny-qwen35moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, true},
-    RefCase{"tiny-nemotron_h_moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, true});
+    RefCase{"tiny-qwen35moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, 1e-3f},
+    RefCase{"tiny-nemotron_h_moe", DType::kF16, false, 1e-2f, 2e-3f, Bf16Activations::kAny, 1e-3f});
 INSTANTIATE_TEST_SUITE_P(MoeHybrid, RefTest, kHybridMoeCases, CaseName);
 INSTANTIATE_TEST_SUITE_P(MoeHybrid, HybridRefTest, kHybridMoeCases, CaseName);
 
@@ -390,7 +402,8 @@ INSTANTIATE_TEST_SUITE_P(
     QuantizedActivations, RefTest,
     ::testing::Values(RefCase{"tiny-llama-q8_0", DType::kF32, false, 0.3f, 0.03f},
                       RefCase{"tiny-llama256-q4_k_m", DType::kF32, false, 0.3f, 0.03f},
-                      RefCase{"tiny-qwen3moe-q8_0", DType::kF32, false, 0.3f, 0.03f}),
+                      RefCase{"tiny-qwen3moe-q8_0", DType::kF32, false, 0.3f, 0.03f},
+                      RefCase{"tiny-gpt-oss-mxfp4", DType::kF32, false, 0.3f, 0.03f}),
     CaseName);
 
 }  // namespace

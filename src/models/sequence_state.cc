@@ -60,7 +60,7 @@ StateLayout StateLayout::ForModel(const ModelConfig& c, DType k_type, DType v_ty
   l.rope_local = l.rope;
   if (!l.rope_local_layers.empty()) {
     l.rope_local.freq_base = c.rope_local_base;
-    l.rope_local.freq_scale = 1.0f;
+    if (!c.rope_local_scaled) l.rope_local.freq_scale = 1.0f;
   }
   return l;
 }
