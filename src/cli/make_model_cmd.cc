@@ -24,10 +24,21 @@ const std::vector<FlagSpec> kFlags = {
      "qwen3-0.6b, qwen3.5-0.8b, "
      "llama-135m, llama3.2-1b (Llama 3.1 frequency factors), phi4-mini "
      "(LongRoPE), tiny-gemma3, "
-     "gemma-3-1b (sliding window)"},
+     "gemma-3-1b (sliding window); mixtures of experts: tiny-qwen3moe, qwen3-30b-a3b, "
+     "qwen3.5-35b-a3b, nemotron-3-nano, gpt-oss-20b (the real shapes) and qwen3-moe-bench, "
+     "qwen3.5-moe-bench, nemotron-3-moe-bench, gpt-oss-bench (their layers, experts and top-k, "
+     "narrower)"},
     {"arch", "",
      "architecture: llama, qwen2, qwen3, nemotron_h, qwen35, smollm3, granite, "
-     "phi3, gemma3"},
+     "phi3, gemma3, qwen3moe, qwen35moe, nemotron_h_moe, gpt-oss"},
+    {"experts", "", "mixtures of experts: experts per layer (expert_count)"},
+    {"experts-used", "", "experts each token runs (expert_used_count)"},
+    {"expert-ffn", "", "each expert's width (expert_feed_forward_length)"},
+    {"shared-expert-ffn", "", "qwen35moe, nemotron_h_moe: the shared expert's width"},
+    {"expert-groups", "",
+     "nemotron_h_moe: groups of experts (expert_group_count; 0 or 1: none)"},
+    {"expert-groups-used", "", "nemotron_h_moe: groups that compete per token"},
+    {"mamba-inner", "", "nemotron_h(_moe): Mamba2 inner size (default 2 x dim)"},
     {"layer-pattern", "",
      "nemotron_h layer kinds, repeated: M Mamba2, * attention, - MLP (default "
      "M-M*-M*-)"},
@@ -162,7 +173,7 @@ Result<std::optional<models::SyntheticProjectorSpec>> ProjectorSpec(
     }
     return std::optional<models::SyntheticProjectorSpec>();
   }
-  if (lm.arch != "qwen35") {
+  if (models::SyntheticTrunk(lm) != "qwen35" || models::SyntheticMoe(lm)) {
     return Status::InvalidArgument("--projector: the projector is Qwen 3.5's vision tower; arch '" +
                                    lm.arch + "' has none");
   }
@@ -207,7 +218,12 @@ Status Run(const Flags& f) {
         IntFlag{"linear-head-dim", &spec.linear_head_dim},
         IntFlag{"linear-inner", &spec.linear_inner}, IntFlag{"ssm-conv", &spec.ssm_conv},
         IntFlag{"rope-dims", &spec.rope_dims}, IntFlag{"sliding-window", &spec.sliding_window},
-        IntFlag{"sliding-window-pattern", &spec.sliding_window_pattern}}) {
+        IntFlag{"sliding-window-pattern", &spec.sliding_window_pattern},
+        IntFlag{"experts", &spec.n_expert}, IntFlag{"experts-used", &spec.n_expert_used},
+        IntFlag{"expert-ffn", &spec.n_ff_expert}, IntFlag{"shared-expert-ffn", &spec.n_ff_shared},
+        IntFlag{"expert-groups", &spec.expert_groups},
+        IntFlag{"expert-groups-used", &spec.expert_groups_used},
+        IntFlag{"mamba-inner", &spec.mamba_inner}}) {
     if (f.Has(i.name)) {
       MX_ASSIGN_OR_RETURN(*i.field, f.GetInt(i.name, 1, int64_t{1} << 24));
     }

@@ -211,8 +211,8 @@ Status GgufWriter::SetValue(const std::string& key, const Value& v) {
   return Status::Ok();
 }
 
-Status GgufWriter::AddTensor(const std::string& name, DType type, std::vector<int64_t> shape,
-                             std::string bytes) {
+Result<size_t> GgufWriter::CheckTensor(const std::string& name, DType type,
+                                       const std::vector<int64_t>& shape) const {
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("GGUF writer: tensor '" + name + "': " + why);
   };
@@ -239,16 +239,29 @@ Status GgufWriter::AddTensor(const std::string& name, DType type, std::vector<in
     return bad("row length " + std::to_string(shape[0]) + " is not a multiple of the " +
                info.name + " block size " + std::to_string(info.block_values));
   }
-  size_t expected = row_bytes * static_cast<size_t>(n_elements / shape[0]);
+  return row_bytes * static_cast<size_t>(n_elements / shape[0]);
+}
+
+Status GgufWriter::AddTensor(const std::string& name, DType type, std::vector<int64_t> shape,
+                             std::string bytes) {
+  MX_ASSIGN_OR_RETURN(const size_t expected, CheckTensor(name, type, shape));
   if (bytes.size() != expected) {
-    return bad(std::string(info.name) + " data is " + std::to_string(bytes.size()) +
-               " bytes, expected " + std::to_string(expected));
+    return Status::InvalidArgument("GGUF writer: tensor '" + name + "': " +
+                                   GetDTypeInfo(type).name + " data is " +
+                                   std::to_string(bytes.size()) + " bytes, expected " +
+                                   std::to_string(expected));
   }
-  tensors_.push_back(Tensor{name, type, std::move(shape), std::move(bytes)});
+  tensors_.push_back(Tensor{name, type, std::move(shape), std::move(bytes), expected, false});
   return Status::Ok();
 }
 
-std::string GgufWriter::Serialize() const {
+Status GgufWriter::DeclareTensor(const std::string& name, DType type, std::vector<int64_t> shape) {
+  MX_ASSIGN_OR_RETURN(const size_t n_bytes, CheckTensor(name, type, shape));
+  tensors_.push_back(Tensor{name, type, std::move(shape), {}, n_bytes, true});
+  return Status::Ok();
+}
+
+std::string GgufWriter::SerializeHeader() const {
   const uint64_t align = alignment_;
   std::string out;
   PutPod<uint32_t>(&out, kMagic);
@@ -266,16 +279,59 @@ std::string GgufWriter::Serialize() const {
     for (int64_t d : t.shape) PutPod<int64_t>(&out, d);
     PutPod<uint32_t>(&out, static_cast<uint32_t>(t.type));
     PutPod<uint64_t>(&out, offset);
-    offset += AlignUp(t.bytes.size(), align);
+    offset += AlignUp(t.n_bytes, align);
   }
-  if (tensors_.empty()) return out;
-  out.reserve(AlignUp(out.size(), align) + offset);
-  out.resize(AlignUp(out.size(), align), '\0');
+  if (!tensors_.empty()) out.resize(AlignUp(out.size(), align), '\0');
+  return out;
+}
+
+std::string GgufWriter::Serialize() const {
+  std::string out = SerializeHeader();
   for (const Tensor& t : tensors_) {
     out += t.bytes;
-    out.resize(AlignUp(out.size(), align), '\0');
+    out.resize(AlignUp(out.size(), alignment_), '\0');
   }
   return out;
+}
+
+Status GgufWriter::WriteStreaming(Env* env, const std::string& path, const FillFn& fill) const {
+  uint64_t suffix = 0;
+  MX_RETURN_IF_ERROR(env->RandomBytes(&suffix, sizeof(suffix)));
+  const std::string tmp = path + ".tmp-" + std::to_string(suffix);
+  MX_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f,
+                      env->NewWritableFile(tmp, 0644, /*exclusive=*/true));
+  auto write_all = [&]() -> Status {
+    MX_RETURN_IF_ERROR(f->Append(SerializeHeader()));
+    std::string bytes;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const Tensor& t = tensors_[i];
+      const std::string* data = &t.bytes;
+      if (t.declared) {
+        bytes.clear();
+        MX_RETURN_IF_ERROR(fill(i, &bytes));
+        if (bytes.size() != t.n_bytes) {
+          return Status::Internal("GGUF writer: tensor '" + t.name + "' came with " +
+                                  std::to_string(bytes.size()) + " bytes, expected " +
+                                  std::to_string(t.n_bytes));
+        }
+        data = &bytes;
+      }
+      MX_RETURN_IF_ERROR(f->Append(*data));
+      const size_t pad = AlignUp(data->size(), alignment_) - data->size();
+      if (pad > 0) MX_RETURN_IF_ERROR(f->Append(std::string(pad, '\0')));
+    }
+    MX_RETURN_IF_ERROR(f->Sync());
+    MX_RETURN_IF_ERROR(f->Close());
+    MX_RETURN_IF_ERROR(env->RenameFile(tmp, path));
+    const size_t slash = path.rfind('/');
+    return env->SyncDir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+  };
+  Status st = write_all();
+  if (!st.ok()) {
+    f.reset();
+    (void)env->RemoveFile(tmp);
+  }
+  return st;
 }
 
 Status GgufWriter::WriteTo(Env* env, const std::string& path) const {

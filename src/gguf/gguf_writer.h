@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,23 @@ class GgufWriter {
   Status AddTensor(const std::string& name, DType type, std::vector<int64_t> shape,
                    std::string bytes);
 
-  // The whole file as bytes.
+  // Declares a tensor whose bytes come later, from WriteStreaming's `fill`
+  // (for files larger than memory). The checks of AddTensor but the size.
+  Status DeclareTensor(const std::string& name, DType type, std::vector<int64_t> shape);
+  // Asks for declared tensor i's bytes (the index among all tensors, in the
+  // order they were added); must set exactly its size.
+  using FillFn = std::function<Status(size_t index, std::string* bytes)>;
+
+  // The whole file as bytes. REQUIRES: no declared tensors.
   std::string Serialize() const;
   // Serialize() published atomically at `path` (tmp, fsync, rename).
+  // REQUIRES: no declared tensors.
   Status WriteTo(Env* env, const std::string& path) const;
+  // The file written tensor by tensor to a temporary next to `path`, fsynced
+  // and renamed over it (folder fsynced); each declared tensor's bytes are
+  // asked for when its turn comes, so at most one tensor is in memory. The
+  // temporary is removed on any error (a fill error, a wrong size, a full disk).
+  Status WriteStreaming(Env* env, const std::string& path, const FillFn& fill) const;
 
  private:
   struct Kv {
@@ -66,7 +80,14 @@ class GgufWriter {
     DType type;
     std::vector<int64_t> shape;
     std::string bytes;
+    size_t n_bytes = 0;
+    bool declared = false;  // bytes come from WriteStreaming's fill
   };
+  // The checks of AddTensor / DeclareTensor; the tensor's size in bytes.
+  Result<size_t> CheckTensor(const std::string& name, DType type,
+                             const std::vector<int64_t>& shape) const;
+  // Magic, metadata and tensor infos, padded to the data section.
+  std::string SerializeHeader() const;
   // Replaces the value of an existing key in place, else appends.
   void Put(const std::string& key, std::string encoded);
   void PutInt(const std::string& key, ValueType type, int64_t v);

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
+#include "core/thread_pool.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/kernels.h"
 
@@ -149,9 +151,47 @@ TensorPlan Values(std::string name, std::vector<float> values) {
 
 float RopeTheta(const SyntheticSpec& s) {
   if (s.rope_theta > 0) return s.rope_theta;
-  return s.arch == "llama" || s.arch == "granite" || s.arch == "phi3" ? 1e4f
-         : s.arch == "qwen35"                                        ? 1e7f
-                                                                     : 1e6f;
+  const std::string_view t = SyntheticTrunk(s);
+  return t == "llama" || t == "granite" || t == "phi3" ? 1e4f
+         : t == "qwen35"                               ? 1e7f
+         : t == "gpt-oss"                              ? 150000.0f
+                                                       : 1e6f;
+}
+
+// A 3-D expert tensor [in, out, n_expert], std 1/sqrt(in) (each expert's
+// slice drawn from its own stream), stored in the weight type.
+TensorPlan Experts(std::string name, int64_t in, int64_t out, int64_t n_expert, int64_t layer) {
+  TensorPlan p = Matrix(std::move(name), in, out, layer);
+  p.shape.push_back(n_expert);
+  return p;
+}
+
+// The mixture-of-experts FFN of layer i (SyntheticSpec): the router (F32, as
+// llama.cpp's quantizer leaves it), its biases, the experts and the shared
+// expert, in the order of llama.cpp's files.
+void PlanMoeFfn(const SyntheticSpec& s, int64_t i, std::vector<TensorPlan>* plan) {
+  const int64_t e = s.n_embd, ne = s.n_expert, ff = s.n_ff_expert, fs = s.n_ff_shared;
+  const bool nemotron = s.arch == "nemotron_h_moe", oss = s.arch == "gpt-oss";
+  plan->push_back(Normal(Blk(i, "ffn_gate_inp.weight"), {e, ne},
+                         (nemotron ? 1.5f : 2.0f) / std::sqrt(float(e))));
+  if (oss) plan->push_back(Normal(Blk(i, "ffn_gate_inp.bias"), {ne}, 0.5f));
+  if (nemotron) plan->push_back(Normal(Blk(i, "exp_probs_b.bias"), {ne}, 0.1f));
+  if (!nemotron) plan->push_back(Experts(Blk(i, "ffn_gate_exps.weight"), e, ff, ne, i));
+  plan->push_back(Experts(Blk(i, "ffn_up_exps.weight"), e, ff, ne, i));
+  plan->push_back(Experts(Blk(i, "ffn_down_exps.weight"), ff, e, ne, i));
+  if (oss) {
+    plan->push_back(Normal(Blk(i, "ffn_gate_exps.bias"), {ff, ne}, 0.1f));
+    plan->push_back(Normal(Blk(i, "ffn_up_exps.bias"), {ff, ne}, 0.1f));
+    plan->push_back(Normal(Blk(i, "ffn_down_exps.bias"), {e, ne}, 0.1f));
+  }
+  if (s.arch == "qwen35moe") {
+    plan->push_back(Normal(Blk(i, "ffn_gate_inp_shexp.weight"), {e}, 1 / std::sqrt(float(e))));
+    plan->push_back(Matrix(Blk(i, "ffn_gate_shexp.weight"), e, fs, i));
+  }
+  if (s.arch == "qwen35moe" || nemotron) {
+    plan->push_back(Matrix(Blk(i, "ffn_up_shexp.weight"), e, fs, i));
+    plan->push_back(Matrix(Blk(i, "ffn_down_shexp.weight"), fs, e, i));
+  }
 }
 int64_t RopeDims(const SyntheticSpec& s, int64_t hd) { return s.rope_dims > 0 ? s.rope_dims : hd; }
 
@@ -207,18 +247,29 @@ void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<T
   plan->push_back(Matrix(Blk(i, "attn_q.weight"), e, q_dim));
   plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
   plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
-  if (s.arch == "qwen2") {
-    plan->push_back(Normal(Blk(i, "attn_q.bias"), {q_dim}, 0.5f));
-    plan->push_back(Normal(Blk(i, "attn_k.bias"), {kv_dim}, 0.5f));
-    plan->push_back(Normal(Blk(i, "attn_v.bias"), {kv_dim}, 0.5f));
+  const bool oss = s.arch == "gpt-oss";
+  if (s.arch == "qwen2" || oss) {
+    const float std = oss ? 0.3f : 0.5f;
+    plan->push_back(Normal(Blk(i, "attn_q.bias"), {q_dim}, std));
+    plan->push_back(Normal(Blk(i, "attn_k.bias"), {kv_dim}, std));
+    plan->push_back(Normal(Blk(i, "attn_v.bias"), {kv_dim}, std));
   }
   const bool gemma3 = s.arch == "gemma3";
-  if (s.arch == "qwen3" || gemma3) {
+  if (SyntheticTrunk(s) == "qwen3" || gemma3) {
     plan->push_back(Norm(Blk(i, "attn_q_norm.weight"), {hd}));
     plan->push_back(Norm(Blk(i, "attn_k_norm.weight"), {hd}));
   }
   plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
-  if (gemma3) plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
+  if (oss) {
+    plan->push_back(Normal(Blk(i, "attn_output.bias"), {e}, 0.1f));
+    plan->push_back(Normal(Blk(i, "attn_sinks.weight"), {s.n_head}, 1.0f));
+  }
+  if (gemma3 || oss) plan->push_back(Norm(Blk(i, "post_attention_norm.weight"), {e}));
+  if (SyntheticMoe(s)) {
+    if (!oss) plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
+    PlanMoeFfn(s, i, plan);
+    return;
+  }
   plan->push_back(Norm(Blk(i, "ffn_norm.weight"), {e}));
   plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
@@ -230,7 +281,7 @@ void PlanDenseLayer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<T
 void PlanNemotronHLayer(const SyntheticSpec& s, int64_t i, int64_t hd,
                         std::vector<TensorPlan>* plan) {
   const int64_t e = s.n_embd, q_dim = s.n_head * hd, kv_dim = s.n_kv_head * hd;
-  const int64_t d_inner = 2 * e, n_ssm_head = d_inner / s.ssm_head_dim;
+  const int64_t d_inner = SyntheticMambaInner(s), n_ssm_head = d_inner / s.ssm_head_dim;
   const int64_t n_ch = d_inner + 2 * s.ssm_groups * s.ssm_state;
   const char kind = s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
   plan->push_back(Norm(Blk(i, "attn_norm.weight"), {e}));
@@ -238,7 +289,7 @@ void PlanNemotronHLayer(const SyntheticSpec& s, int64_t i, int64_t hd,
     plan->push_back(Matrix(Blk(i, "ssm_in.weight"), e, d_inner + n_ch + n_ssm_head, i));
     plan->push_back(Normal(Blk(i, "ssm_conv1d.weight"), {s.ssm_conv, n_ch}, 0.5f));
     plan->push_back(Normal(Blk(i, "ssm_conv1d.bias"), {n_ch}, 0.1f));
-    plan->push_back(Ranged(Blk(i, "ssm_dt.bias"), {n_ssm_head, 1}, Init::kDtBias, 1e-3, 1e-1));
+    plan->push_back(Ranged(Blk(i, "ssm_dt.bias"), {n_ssm_head}, Init::kDtBias, 1e-3, 1e-1));
     plan->push_back(Ranged(Blk(i, "ssm_a"), {1, n_ssm_head}, Init::kNegUniform, 1, 8));
     plan->push_back(Norm(Blk(i, "ssm_d"), {1, n_ssm_head}));
     plan->push_back(Norm(Blk(i, "ssm_norm.weight"),
@@ -251,6 +302,8 @@ void PlanNemotronHLayer(const SyntheticSpec& s, int64_t i, int64_t hd,
     plan->push_back(Matrix(Blk(i, "attn_k.weight"), e, kv_dim));
     plan->push_back(Matrix(Blk(i, "attn_v.weight"), e, kv_dim, i));
     plan->push_back(Matrix(Blk(i, "attn_output.weight"), q_dim, e));
+  } else if (SyntheticMoe(s)) {
+    PlanMoeFfn(s, i, plan);
   } else {
     plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
     plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
@@ -285,6 +338,10 @@ void PlanQwen35Layer(const SyntheticSpec& s, int64_t i, int64_t hd, std::vector<
     plan->push_back(Norm(Blk(i, "ssm_norm.weight"), {s.linear_head_dim}));
     plan->push_back(Matrix(Blk(i, "ssm_out.weight"), d.value_dim, e));
   }
+  if (SyntheticMoe(s)) {
+    PlanMoeFfn(s, i, plan);
+    return;
+  }
   plan->push_back(Matrix(Blk(i, "ffn_gate.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_up.weight"), e, s.n_ff));
   plan->push_back(Matrix(Blk(i, "ffn_down.weight"), s.n_ff, e, i));
@@ -303,9 +360,9 @@ std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
     plan.push_back(Values("rope_factors_short.weight", LongRopeFactors(s, RopeDims(s, hd), false)));
   }
   for (int64_t i = 0; i < s.n_layer; ++i) {
-    if (s.arch == "nemotron_h") {
+    if (SyntheticTrunk(s) == "nemotron_h") {
       PlanNemotronHLayer(s, i, hd, &plan);
-    } else if (s.arch == "qwen35") {
+    } else if (SyntheticTrunk(s) == "qwen35") {
       PlanQwen35Layer(s, i, hd, &plan);
     } else if (s.arch == "phi3") {
       PlanPhi3Layer(s, i, hd, &plan);
@@ -322,6 +379,26 @@ std::vector<TensorPlan> PlanTensors(const SyntheticSpec& s, int64_t hd) {
   return plan;
 }
 
+// The experts' keys (SyntheticSpec), as llama.cpp's converters write them.
+void WriteMoeMetadata(const SyntheticSpec& s, gguf::GgufWriter* w) {
+  const std::string& a = s.arch;
+  w->SetU32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+  w->SetU32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+  w->SetU32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_expert));
+  if (a == "qwen35moe" || a == "nemotron_h_moe") {
+    w->SetU32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shared));
+  }
+  if (a == "nemotron_h_moe") {
+    w->SetU32(a + ".expert_shared_count", 1);
+    w->SetBool(a + ".expert_weights_norm", true);
+    w->SetF32(a + ".expert_weights_scale", s.expert_weights_scale);
+  }
+  if (s.expert_groups > 1) {
+    w->SetU32(a + ".expert_group_count", static_cast<uint32_t>(s.expert_groups));
+    w->SetU32(a + ".expert_group_used_count", static_cast<uint32_t>(s.expert_groups_used));
+  }
+}
+
 // The architecture's hyper-parameters, as llama.cpp reads them.
 void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) {
   const std::string& a = s.arch;
@@ -330,9 +407,10 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
   w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
   w->SetU32(a + ".embedding_length", static_cast<uint32_t>(e));
   w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  if (a == "qwen35") {  // in the order of llama.cpp's own files
+  if (SyntheticMoe(s)) WriteMoeMetadata(s, w);
+  if (SyntheticTrunk(s) == "qwen35") {  // in the order of llama.cpp's own files
     const Qwen35Dims d = DimsOf(s, hd);
-    w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    if (!SyntheticMoe(s)) w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
     w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
     w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
     w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
@@ -350,15 +428,16 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
     w->SetU32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
     return;
   }
-  const bool hybrid = a == "nemotron_h";
+  const bool hybrid = SyntheticTrunk(s) == "nemotron_h";
   if (hybrid) {
     auto kind = [&](int64_t i) {
       return s.layer_pattern[static_cast<size_t>(i) % s.layer_pattern.size()];
     };
-    const int64_t d_inner = 2 * e;
+    const int64_t d_inner = SyntheticMambaInner(s);
+    const int64_t n_ff = SyntheticMoe(s) ? s.n_ff_expert : s.n_ff;
     std::vector<int32_t> ff, kv;
     for (int64_t i = 0; i < s.n_layer; ++i) {
-      ff.push_back(kind(i) == '-' ? static_cast<int32_t>(s.n_ff) : 0);
+      ff.push_back(kind(i) == '-' ? static_cast<int32_t>(n_ff) : 0);
       kv.push_back(kind(i) == '*' ? static_cast<int32_t>(s.n_kv_head) : 0);
     }
     w->SetI32Array(a + ".feed_forward_length", ff);
@@ -379,9 +458,16 @@ void WriteArchMetadata(const SyntheticSpec& s, int64_t hd, gguf::GgufWriter* w) 
     w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(hd));
     w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   }
-  const bool eps_1e5 = a == "llama" || a == "granite" || a == "phi3" || hybrid;
+  const bool eps_1e5 = a == "llama" || a == "granite" || a == "phi3" || hybrid || a == "gpt-oss";
   w->SetF32(a + ".attention.layer_norm_rms_epsilon", eps_1e5 ? 1e-5f : 1e-6f);
   w->SetF32(a + ".rope.freq_base", theta);
+  if (a == "gpt-oss") {  // no rope.dimension_count: whole heads; YaRN as the real files
+    w->SetString(a + ".rope.scaling.type", "yarn");
+    w->SetF32(a + ".rope.scaling.factor", 32.0f);
+    w->SetU32(a + ".rope.scaling.original_context_length", 4096);
+    w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    return;
+  }
   w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(RopeDims(s, hd)));
   if (a == "phi3") {
     const double stretch = std::max(1.0, double(s.n_ctx) / double(s.rope_orig_ctx));
@@ -412,7 +498,8 @@ void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
   const auto n_tok = static_cast<int32_t>(vocab.tokens.size());
   w->SetString("tokenizer.ggml.model", "gpt2");
   // llama.cpp's pre-tokenizer names; "qwen35" is Qwen 3.5's own split rule.
-  w->SetString("tokenizer.ggml.pre", s.arch == "qwen35" ? "qwen35" : "qwen2");
+  const bool qwen35 = SyntheticTrunk(s) == "qwen35";
+  w->SetString("tokenizer.ggml.pre", qwen35 ? "qwen35" : "qwen2");
   w->SetStringArray("tokenizer.ggml.tokens", vocab.tokens);
   w->SetI32Array("tokenizer.ggml.token_type", vocab.types);
   w->SetStringArray("tokenizer.ggml.merges", vocab.merges);
@@ -420,7 +507,7 @@ void WriteTokenizer(const SyntheticSpec& s, gguf::GgufWriter* w) {
   w->SetU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_tok - 1));
   w->SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(n_tok - 3));
   w->SetBool("tokenizer.ggml.add_bos_token", false);
-  if (s.arch == "qwen35") w->SetBool("tokenizer.ggml.add_eos_token", false);  // as ref/tiny-qwen35
+  if (qwen35) w->SetBool("tokenizer.ggml.add_eos_token", false);  // as ref/tiny-qwen35
   w->SetString("tokenizer.chat_template", s.chat_template.empty() ? kChatmlTemplate : s.chat_template);
 }
 
@@ -472,27 +559,40 @@ Status WriteSyntheticModel(Env* env, const SyntheticSpec& s, const std::string& 
     for (int64_t d : p.shape) n *= d;
     return static_cast<uint64_t>(n);
   };
+  auto type_of = [&](const TensorPlan& p) {
+    if (!p.matrix) return DType::kF32;
+    return s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.shape[0]) : s.weight_type;
+  };
   uint64_t total = 0, done = 0;
-  for (const TensorPlan& p : plan) total += n_values(p);
-  std::vector<float> row;
   for (const TensorPlan& p : plan) {
-    Rng rng(HashName(s.seed, p.name));
-    DType type = DType::kF32;
-    if (p.matrix) type = s.q4_k_m ? Q4KMTensorType(s, p.name, p.layer, p.shape[0]) : s.weight_type;
+    total += n_values(p);
+    MX_RETURN_IF_ERROR(w.DeclareTensor(p.name, type_of(p), p.shape));
+  }
+  // Tensors are drawn one at a time and written as they come (a model may
+  // be larger than memory); a 3-D expert tensor's experts each draw from
+  // their own stream, on several threads.
+  ThreadPool pool(static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency()))));
+  auto fill = [&](size_t index, std::string* bytes) -> Status {
+    const TensorPlan& p = plan[index];
+    const DType type = type_of(p);
     const int64_t cols = p.shape[0], rows = static_cast<int64_t>(n_values(p)) / cols;
     const size_t rb = RowBytes(type, cols);
-    std::string bytes(rb * static_cast<size_t>(rows), '\0');
-    row.resize(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      DrawRow(p, &rng, &row);
-      kernels::QuantizeRow(type, row.data(), reinterpret_cast<uint8_t*>(bytes.data()) + r * rb,
-                           cols);
-    }
-    MX_RETURN_IF_ERROR(w.AddTensor(p.name, type, p.shape, std::move(bytes)));
+    bytes->resize(rb * static_cast<size_t>(rows));
+    auto* out = reinterpret_cast<uint8_t*>(bytes->data());
+    const int64_t n_parts = p.shape.size() == 3 ? p.shape[2] : 1, part_rows = rows / n_parts;
+    pool.ParallelFor(n_parts, [&](int64_t part, int) {
+      Rng rng(HashName(s.seed, n_parts == 1 ? p.name : p.name + "#" + std::to_string(part)));
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = part * part_rows; r < (part + 1) * part_rows; ++r) {
+        DrawRow(p, &rng, &row);
+        kernels::QuantizeRow(type, row.data(), out + r * rb, cols);
+      }
+    });
     done += n_values(p);
     if (progress) progress(done, total);
-  }
-  return w.WriteTo(env, path);
+    return Status::Ok();
+  };
+  return w.WriteStreaming(env, path, fill);
 }
 
 }  // namespace mx::models

@@ -30,7 +30,9 @@ namespace mx::models {
 struct SyntheticSpec {
   std::string name = "synthetic";
   std::string arch = "llama";  // llama, qwen2, qwen3, nemotron_h, qwen35,
-                               // smollm3, granite, phi3, gemma3
+                               // smollm3, granite, phi3, gemma3, and the
+                               // mixtures of experts qwen3moe, qwen35moe,
+                               // nemotron_h_moe, gpt-oss
   int64_t n_layer = 4;
   int64_t n_embd = 128;
   int64_t n_head = 4;
@@ -101,6 +103,24 @@ struct SyntheticSpec {
   float granite_residual_scale = 0.22f;
   float granite_attention_scale = 0.0078125f;
   float granite_logit_scale = 8.0f;
+  // Mixtures of experts: every FFN (nemotron_h_moe: the '-' layers of the
+  // pattern) is n_expert experts of n_ff_expert, n_expert_used of them run
+  // per token, behind a router (F32, as llama.cpp's quantizer leaves it).
+  // qwen35moe and nemotron_h_moe add a shared expert of n_ff_shared
+  // (qwen35moe's behind a sigmoid gate); nemotron_h_moe's experts form
+  // expert_groups groups of which expert_groups_used compete (0: no groups)
+  // and their weights are renormalised and scaled by expert_weights_scale.
+  // gpt-oss: q/k/v/o biases, attention sinks, sliding_window on every other
+  // layer (default 128), YaRN (factor 32 from 4096), expert biases.
+  int64_t n_expert = 8;
+  int64_t n_expert_used = 2;
+  int64_t n_ff_expert = 64;
+  int64_t n_ff_shared = 128;
+  int64_t expert_groups = 0;
+  int64_t expert_groups_used = 0;
+  float expert_weights_scale = 2.5f;
+  // nemotron_h / nemotron_h_moe: the Mamba2 layers' ssm.inner_size; 0: 2 * n_embd.
+  int64_t mamba_inner = 0;
   // rope.dimension_sections: pairs of rotated dims per (t, h, w, extra)
   // position component; they sum to rope_dims / 2. All zero: the pairs are
   // dealt round-robin over t, h, w ([11, 11, 10, 0] for 64 dims). qwen35 only.
@@ -117,6 +137,16 @@ struct SyntheticSpec {
 // InvalidArgument listing the names otherwise.
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset);
 std::vector<std::string> SyntheticPresetNames();
+
+// The family whose layers an arch's trunk is written as: qwen3moe -> qwen3,
+// qwen35moe -> qwen35, nemotron_h_moe -> nemotron_h; itself otherwise.
+std::string_view SyntheticTrunk(const SyntheticSpec& spec);
+// True for the mixtures of experts (qwen3moe, qwen35moe, nemotron_h_moe, gpt-oss).
+bool SyntheticMoe(const SyntheticSpec& spec);
+// nemotron_h's Mamba2 inner size (mamba_inner, else 2 * n_embd).
+inline int64_t SyntheticMambaInner(const SyntheticSpec& s) {
+  return s.mamba_inner > 0 ? s.mamba_inner : 2 * s.n_embd;
+}
 
 // Checks the spec (positive sizes, heads dividing, the weight type writable
 // and matching the row lengths). Errors name the field.

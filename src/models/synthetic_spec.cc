@@ -11,9 +11,87 @@
 namespace mx::models {
 
 std::vector<std::string> SyntheticPresetNames() {
-  return {"tiny",       "tiny-hybrid", "tiny-qwen35", "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b",
-          "llama-135m", "llama3.2-1b", "phi4-mini",   "tiny-gemma3",  "gemma-3-1b"};
+  return {"tiny",          "tiny-hybrid",          "tiny-qwen35",     "smollm2-135m",
+          "qwen3-0.6b",    "qwen3.5-0.8b",         "llama-135m",      "llama3.2-1b",
+          "phi4-mini",     "tiny-gemma3",          "gemma-3-1b",      "tiny-qwen3moe",
+          "qwen3-30b-a3b", "qwen3-moe-bench",      "qwen3.5-35b-a3b", "qwen3.5-moe-bench",
+          "nemotron-3-nano", "nemotron-3-moe-bench", "gpt-oss-20b",   "gpt-oss-bench"};
 }
+
+std::string_view SyntheticTrunk(const SyntheticSpec& s) {
+  if (s.arch == "qwen3moe") return "qwen3";
+  if (s.arch == "qwen35moe") return "qwen35";
+  if (s.arch == "nemotron_h_moe") return "nemotron_h";
+  return s.arch;
+}
+
+bool SyntheticMoe(const SyntheticSpec& s) {
+  return s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.arch == "nemotron_h_moe" ||
+         s.arch == "gpt-oss";
+}
+
+namespace {
+
+// The mixtures of experts' presets: the real shapes and their bench shapes
+// (the real layer structure, expert count and top-k, narrower).
+bool MoePreset(std::string_view preset, SyntheticSpec& s) {
+  // Nemotron 3 Nano 30B-A3B's 52 layers: Mamba2, MoE and 6 attention layers.
+  constexpr const char* kNemotronNanoPattern =
+      "M-M-M*-M-M-M*-M-M-M*-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M-";
+  if (preset == "tiny-qwen3moe") {  // the shape of ref/tiny-qwen3moe
+    s.arch = "qwen3moe";
+    s.n_layer = 4, s.n_embd = 64, s.n_head = 4, s.n_kv_head = 2, s.head_dim = 32, s.n_ff = 192;
+    s.n_expert = 8, s.n_expert_used = 2, s.n_ff_expert = 32, s.tied_embeddings = true;
+  } else if (preset == "qwen3-30b-a3b" || preset == "qwen3-moe-bench") {  // Qwen3-30B-A3B
+    s.arch = "qwen3moe";
+    s.n_layer = 48, s.n_embd = 2048, s.n_head = 32, s.n_kv_head = 4, s.head_dim = 128;
+    s.n_ff = 6144, s.n_expert = 128, s.n_expert_used = 8, s.n_ff_expert = 768;
+    s.n_vocab = 151936, s.n_ctx = 40960;
+    if (preset == "qwen3-moe-bench") {
+      s.n_embd = 512, s.n_head = 8, s.n_kv_head = 1, s.head_dim = 64, s.n_ff = 1536;
+      s.n_ff_expert = 256, s.n_vocab = 16384;
+    }
+  } else if (preset == "qwen3.5-35b-a3b" || preset == "qwen3.5-moe-bench") {  // Qwen3.5-35B-A3B
+    s.arch = "qwen35moe";
+    s.n_layer = 40, s.n_embd = 2048, s.n_head = 16, s.n_kv_head = 2, s.head_dim = 256;
+    s.n_expert = 256, s.n_expert_used = 8, s.n_ff_expert = 512, s.n_ff_shared = 512;
+    s.n_vocab = 248320, s.n_ctx = 262144, s.rope_theta = 1e7f, s.rope_dims = 64;
+    s.rope_sections = {11, 11, 10, 0}, s.full_attention_interval = 4, s.ssm_conv = 4;
+    s.linear_key_heads = 16, s.linear_value_heads = 32, s.linear_head_dim = 128;
+    if (preset == "qwen3.5-moe-bench") {
+      s.n_embd = 512, s.n_head = 8, s.n_kv_head = 1, s.head_dim = 128, s.rope_dims = 32;
+      s.rope_sections = {6, 5, 5, 0}, s.n_ff_expert = 128, s.n_ff_shared = 128;
+      s.linear_key_heads = 4, s.linear_value_heads = 8, s.linear_head_dim = 64;
+      s.n_vocab = 16384;
+    }
+  } else if (preset == "nemotron-3-nano" || preset == "nemotron-3-moe-bench") {
+    s.arch = "nemotron_h_moe";  // Nemotron 3 Nano 30B-A3B
+    s.n_layer = 52, s.layer_pattern = kNemotronNanoPattern, s.n_embd = 2688, s.n_head = 32;
+    s.n_kv_head = 2, s.head_dim = 128, s.n_expert = 128, s.n_expert_used = 6;
+    s.n_ff_expert = 1856, s.n_ff_shared = 3712, s.n_ff = 1856, s.expert_weights_scale = 2.5f;
+    s.mamba_inner = 4096, s.ssm_head_dim = 64, s.ssm_groups = 8, s.ssm_state = 128;
+    s.n_vocab = 131072, s.n_ctx = 262144;
+    if (preset == "nemotron-3-moe-bench") {
+      s.n_embd = 512, s.n_head = 8, s.n_kv_head = 1, s.head_dim = 64, s.n_ff_expert = 256;
+      s.n_ff = 256, s.n_ff_shared = 512, s.mamba_inner = 1024, s.ssm_state = 64;
+      s.n_vocab = 16384;
+    }
+  } else if (preset == "gpt-oss-20b" || preset == "gpt-oss-bench") {  // gpt-oss-20b
+    s.arch = "gpt-oss";
+    s.n_layer = 24, s.n_embd = 2880, s.n_head = 64, s.n_kv_head = 8, s.head_dim = 64;
+    s.n_expert = 32, s.n_expert_used = 4, s.n_ff_expert = 2880, s.n_ff = 2880;
+    s.n_vocab = 201088, s.n_ctx = 131072, s.rope_theta = 150000, s.sliding_window = 128;
+    if (preset == "gpt-oss-bench") {
+      s.n_embd = 512, s.n_head = 8, s.n_kv_head = 1, s.n_ff_expert = 512, s.n_ff = 512;
+      s.n_vocab = 16384;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
   SyntheticSpec s;
@@ -87,6 +165,7 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.rope_theta = 1e6f, s.sliding_window = 512;
     return s;
   }
+  if (MoePreset(preset, s)) return s;
   std::string names;
   for (const auto& n : SyntheticPresetNames()) names += (names.empty() ? "" : ", ") + n;
   return Status::InvalidArgument("unknown model preset '" + std::string(preset) + "' (known: " + names + ")");
@@ -99,9 +178,14 @@ DType Q4KMTensorType(const SyntheticSpec& spec, std::string_view name, int64_t l
   const bool more_bits =
       layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
   const bool is_head = name == "output.weight" || (name == "token_embd.weight" && spec.tied_embeddings);
-  // llama.cpp counts attn_qkv as an attn_v ("attention-v-like" tensors).
+  // llama.cpp counts attn_qkv as an attn_v ("attention-v-like" tensors), and
+  // every ffn_down* (the experts' and the shared expert's) as an ffn_down.
   const bool v_like = name.ends_with("attn_v.weight") || name.ends_with("attn_qkv.weight");
-  const bool wants_q6 = is_head || (more_bits && (v_like || name.ends_with("ffn_down.weight")));
+  const bool down = name.find("ffn_down") != std::string_view::npos;
+  // With 8 experts attn_v and attn_k go to Q8_0 ("trades just ~128MB").
+  const bool moe8 = SyntheticMoe(spec) && spec.n_expert == 8;
+  if (moe8 && (v_like || name.ends_with("attn_k.weight"))) return DType::kQ8_0;
+  const bool wants_q6 = is_head || (more_bits && (v_like || down));
   if (n_cols % 256 != 0) return wants_q6 ? DType::kQ8_0 : DType::kQ5_0;
   return wants_q6 ? DType::kQ6_K : DType::kQ4_K;
 }
@@ -168,12 +252,32 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
     }
     return Status::Ok();
   };
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "nemotron_h" &&
-      s.arch != "qwen35" && s.arch != "smollm3" && s.arch != "granite" && s.arch != "phi3" &&
-      s.arch != "gemma3") {
+  const std::string_view trunk = SyntheticTrunk(s);
+  if (trunk != "llama" && trunk != "qwen2" && trunk != "qwen3" && trunk != "nemotron_h" &&
+      trunk != "qwen35" && trunk != "smollm3" && trunk != "granite" && trunk != "phi3" &&
+      trunk != "gemma3" && trunk != "gpt-oss") {
     return Status::InvalidArgument("arch '" + s.arch +
                                    "' cannot be synthesised (llama, qwen2, qwen3, nemotron_h, "
-                                   "qwen35, smollm3, granite, phi3, gemma3)");
+                                   "qwen35, smollm3, granite, phi3, gemma3, qwen3moe, qwen35moe, "
+                                   "nemotron_h_moe, gpt-oss)");
+  }
+  if (SyntheticMoe(s)) {
+    MX_RETURN_IF_ERROR(positive("experts", s.n_expert, 512));
+    MX_RETURN_IF_ERROR(positive("experts-used", s.n_expert_used, s.n_expert));
+    MX_RETURN_IF_ERROR(positive("expert-ffn", s.n_ff_expert, 1 << 20));
+    if (s.arch == "qwen35moe" || s.arch == "nemotron_h_moe") {
+      MX_RETURN_IF_ERROR(positive("shared-expert-ffn", s.n_ff_shared, 1 << 20));
+    }
+    if (s.expert_groups > 1 &&
+        (s.n_expert % s.expert_groups != 0 || s.n_expert / s.expert_groups < 2 ||
+         s.expert_groups_used <= 0 || s.expert_groups_used >= s.expert_groups)) {
+      return Status::InvalidArgument("expert groups " + std::to_string(s.expert_groups) + " / " +
+                                     std::to_string(s.expert_groups_used) +
+                                     ": expected groups of 2 or more experts and 1..groups-1 used");
+    }
+    if (s.arch == "gpt-oss" && s.sliding_window <= 0) {
+      return Status::InvalidArgument("gpt-oss needs a sliding window (attention.sliding_window)");
+    }
   }
   if (s.sliding_window < 0 || s.sliding_window > (1 << 24) || s.sliding_window_pattern < 0 ||
       s.sliding_window_pattern > 4096) {
@@ -208,12 +312,12 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                    " / " + std::to_string(s.n_head) + "); head-dim " +
                                    std::to_string(s.head_dim) + " cannot be written");
   }
-  if (s.arch == "nemotron_h") {
+  if (trunk == "nemotron_h") {
     if (s.layer_pattern.empty() || s.layer_pattern.find_first_not_of("M*-") != std::string::npos) {
       return Status::InvalidArgument("layer pattern '" + s.layer_pattern +
                                      "': expected letters M (Mamba2), * (attention), - (MLP)");
     }
-    const int64_t d_inner = 2 * s.n_embd;
+    const int64_t d_inner = SyntheticMambaInner(s);
     if (s.ssm_head_dim <= 0 || d_inner % s.ssm_head_dim != 0 || s.ssm_groups <= 0 ||
         (d_inner / s.ssm_head_dim) % s.ssm_groups != 0 || s.ssm_state <= 0 || s.ssm_conv < 2) {
       return Status::InvalidArgument("Mamba2 shape: d_inner " + std::to_string(d_inner) + " must split into heads of " +
@@ -221,11 +325,11 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                      std::to_string(s.ssm_groups) + " groups");
     }
   }
-  if (s.arch != "qwen35" && s.arch != "phi3" && s.rope_dims != 0) {
+  if (trunk != "qwen35" && s.arch != "phi3" && s.rope_dims != 0) {
     return Status::InvalidArgument("rope-dims is only written for qwen35 and phi3 (" + s.arch +
                                    " rotates whole heads)");
   }
-  if (s.arch != "qwen35" && s.rope_sections != std::array<int32_t, 4>{}) {
+  if (trunk != "qwen35" && s.rope_sections != std::array<int32_t, 4>{}) {
     return Status::InvalidArgument("rope-dims / rope-sections (IMRoPE) are only written for qwen35");
   }
   MX_RETURN_IF_ERROR(positive("layers", s.n_layer, 512));
@@ -255,7 +359,12 @@ Status ValidateSyntheticSpec(const SyntheticSpec& s) {
                                    std::to_string(hd) + ")");
   }
   std::vector<int64_t> row_lengths = {s.n_embd, s.n_head * hd, s.n_ff};
-  if (s.arch == "qwen35") {
+  if (SyntheticMoe(s)) {
+    row_lengths.push_back(s.n_ff_expert);
+    if (s.arch == "qwen35moe" || s.arch == "nemotron_h_moe") row_lengths.push_back(s.n_ff_shared);
+  }
+  if (trunk == "nemotron_h") row_lengths.push_back(SyntheticMambaInner(s));
+  if (trunk == "qwen35") {
     MX_RETURN_IF_ERROR(CheckQwen35(s, hd));
     row_lengths.push_back(DimsOf(s, hd).value_dim);  // ssm_out
   }
