@@ -22,7 +22,7 @@ const std::vector<FlagSpec> kFlags = {
     {"preset", "tiny",
      "starting shape: tiny, tiny-hybrid, tiny-qwen35, smollm2-135m, "
      "qwen3-0.6b, qwen3.5-0.8b, "
-     "llama-135m, llama3.2-1b (Llama 3.1 frequency factors), phi4-mini "
+     "llama-135m, llama-3.2-1b (Llama 3.1 frequency factors), phi-4-mini "
      "(LongRoPE), tiny-gemma3, "
      "gemma-3-1b (sliding window); mixtures of experts: tiny-qwen3moe, qwen3-30b-a3b, "
      "qwen3.5-35b-a3b, nemotron-3-nano, gpt-oss-20b (the real shapes) and qwen3-moe-bench, "

@@ -91,7 +91,7 @@ struct MatMulJob {
   float* y = nullptr;
   int64_t ldy = 0;
 };
-inline constexpr size_t kMaxMatMulJobs = 4;
+inline constexpr size_t kMaxMatMulJobs = 32;
 // Several independent products (e.g. Q, K, V of one layer) in one parallel
 // region (up to kMaxMatMulJobs at a time), so the threads meet once instead
 // of once per product. Each job's results are exactly MatMul's. REQUIRES: no

@@ -52,8 +52,14 @@ Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWei
   return BindFfn(b, c, i, "ffn_norm.weight", w);
 }
 
-const Architecture kLlamaArchitecture = {Arch::kLlama, "llama", Configure, BindDenseLayer};
-const Architecture kQwen2Architecture = {Arch::kQwen2, "qwen2", Configure, BindDenseLayer};
-const Architecture kQwen3Architecture = {Arch::kQwen3, "qwen3", Configure, BindDenseLayer};
+const Architecture kLlamaArchitecture = {Arch::kLlama, "llama", Configure, BindDenseLayer,
+    "Llama 2, Llama 3.x (3.1 / 3.2 / 3.3 frequency factors), DeepSeek-R1 Llama distills, SmolLM2",
+    "tiny-llama, tiny-llama31 (F32, F16, Q8_0, Q4_K_M and 17 low-bit files)"};
+const Architecture kQwen2Architecture = {Arch::kQwen2, "qwen2", Configure, BindDenseLayer,
+    "Qwen2, Qwen2.5",
+    "tiny-qwen2-bf16"};
+const Architecture kQwen3Architecture = {Arch::kQwen3, "qwen3", Configure, BindDenseLayer,
+    "Qwen3 dense models (YaRN-scaled files too)",
+    "tiny-qwen3, tiny-qwen3-yarn"};
 
 }  // namespace mx::models

@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <set>
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "models/architecture.h"
 #include "models/model.h"
 #include "models/runner.h"
 #include "derived_models.h"
@@ -339,6 +342,85 @@ TEST(Gemma3Test, PatternWindowAndIgnoredKeys) {
       {"gemma3.rope.freq_base_swa"}));
   ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
   EXPECT_TRUE(BitEqual(Logits(**ignored), want));
+}
+
+// docs/models.md carries the code's own table of architectures.
+TEST(ArchitectureTableTest, DocsModelsHoldsTheCodesTable) {
+  std::ifstream in(std::string(MATRICXON_SOURCE_DIR) + "/docs/models.md");
+  ASSERT_TRUE(in) << "docs/models.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- architectures: begin -->\n", end = "<!-- architectures: end -->";
+  const size_t b = doc.find(begin), e = doc.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), ArchitectureTable())
+      << "regenerate the table of docs/models.md from ArchitectureTable()";
+}
+
+// The mixtures of experts' keys, as llama.cpp's loader checks and reads them
+// (ref/README-moe.md "Which rule each architecture uses").
+TEST(MoeKeysTest, ExpertCountsOutOfRangeAreRefusedByName) {
+  auto too_many = Load(EditedCopy("tiny-qwen3moe", "qwen3moe-k9.gguf", [](gguf::GgufWriter& w) {
+    w.SetU32("qwen3moe.expert_used_count", 9);
+  }));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("qwen3moe.expert_used_count = 9, expected 1..8"),
+            std::string::npos)
+      << too_many.status().ToString();
+  auto groups = Load(EditedCopy("tiny-nemotron_h_moe", "nemotron-groups.gguf",
+                                [](gguf::GgufWriter& w) {
+                                  w.SetU32("nemotron_h_moe.expert_group_used_count", 4);
+                                }));
+  ASSERT_FALSE(groups.ok());
+  EXPECT_NE(groups.status().message().find("expert_group_used_count = 4"), std::string::npos)
+      << groups.status().ToString();
+  auto no_width = Load(EditedCopy("tiny-gpt-oss", "gpt-oss-no-ff.gguf", [](gguf::GgufWriter&) {},
+                                  {"gpt-oss.expert_feed_forward_length"}));
+  ASSERT_FALSE(no_width.ok());
+  EXPECT_NE(no_width.status().message().find("gpt-oss.expert_feed_forward_length"),
+            std::string::npos);
+}
+
+TEST(MoeKeysTest, KeysLlamaCppIgnoresChangeNothingAndTheOnesItReadsDo) {
+  // qwen3moe renormalises whatever expert_weights_norm says.
+  auto base = Load(RefPath("tiny-qwen3moe"));
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  const std::vector<float> want = Logits(**base);
+  auto ignored = Load(EditedCopy("tiny-qwen3moe", "qwen3moe-norm.gguf", [](gguf::GgufWriter& w) {
+    w.SetBool("qwen3moe.expert_weights_norm", false);
+    w.SetF32("qwen3moe.expert_weights_scale", 3.0f);
+  }));
+  ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
+  EXPECT_TRUE(BitEqual(Logits(**ignored), want));
+  // nemotron_h_moe reads both.
+  auto nemo = Load(RefPath("tiny-nemotron_h_moe"));
+  ASSERT_TRUE(nemo.ok());
+  const std::vector<float> nemo_want = Logits(**nemo);
+  auto unnormed = Load(EditedCopy("tiny-nemotron_h_moe", "nemotron-unnormed.gguf",
+                                  [](gguf::GgufWriter& w) {
+                                    w.SetBool("nemotron_h_moe.expert_weights_norm", false);
+                                  }));
+  ASSERT_TRUE(unnormed.ok());
+  EXPECT_FALSE((*unnormed)->config().moe.normalize);
+  EXPECT_FALSE(BitEqual(Logits(**unnormed), nemo_want));
+  // gpt-oss ignores an array sliding_window_pattern (llama.cpp's loader
+  // leaves the default 2) but reads a scalar one.
+  auto oss = Load(RefPath("tiny-gpt-oss"));
+  ASSERT_TRUE(oss.ok());
+  const std::vector<float> oss_want = Logits(**oss);
+  auto array = Load(EditedCopy("tiny-gpt-oss", "gpt-oss-array.gguf", [](gguf::GgufWriter& w) {
+    w.SetI32Array("gpt-oss.attention.sliding_window_pattern", {1, 1, 1});
+  }));
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  EXPECT_TRUE(BitEqual(Logits(**array), oss_want));
+  auto scalar = Load(EditedCopy("tiny-gpt-oss", "gpt-oss-p3.gguf", [](gguf::GgufWriter& w) {
+    w.SetU32("gpt-oss.attention.sliding_window_pattern", 3);
+  }));
+  ASSERT_TRUE(scalar.ok());
+  EXPECT_EQ((*scalar)->config().layers[1].window, 64);
+  EXPECT_EQ((*scalar)->config().layers[2].window, 0);
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ Status BindLayer(WeightBinder &b, const ModelConfig &c, int64_t i, LayerWeights 
 
 }  // namespace
 
-const Architecture kGemma3Architecture = {Arch::kGemma3, "gemma3", Configure, BindLayer};
+const Architecture kGemma3Architecture = {Arch::kGemma3, "gemma3", Configure, BindLayer,
+    "Gemma 3 text models (sliding-window layers)",
+    "tiny-gemma3"};
 
 }  // namespace mx::models

@@ -96,6 +96,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 
 }  // namespace
 
-const Architecture kGptOssArchitecture = {Arch::kGptOss, kArch, Configure, BindLayer};
+const Architecture kGptOssArchitecture = {Arch::kGptOss, kArch, Configure, BindLayer,
+    "gpt-oss-20b, gpt-oss-120b (MXFP4 experts)",
+    "tiny-gpt-oss (F32, MXFP4_MOE), every routing decision"};
 
 }  // namespace mx::models

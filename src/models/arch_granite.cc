@@ -48,6 +48,8 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture kGraniteArchitecture = {Arch::kGranite, "granite", Configure, BindDenseLayer};
+const Architecture kGraniteArchitecture = {Arch::kGranite, "granite", Configure, BindDenseLayer,
+    "Granite 3.x",
+    "tiny-granite"};
 
 }  // namespace mx::models

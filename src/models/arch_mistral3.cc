@@ -70,6 +70,8 @@ Status Configure(const gguf::GgufFile &f, ModelConfig &c) {
 } // namespace
 
 const Architecture kMistral3Architecture = {Arch::kMistral3, "mistral3",
-                                            Configure, BindDenseLayer};
+                                            Configure, BindDenseLayer,
+    "Ministral 3, Mistral Small 3.x (Llama 4 attention temperature)",
+    "tiny-mistral3 (derived; llama.cpp 81ff7abe5 run beside the project)"};
 
 } // namespace mx::models

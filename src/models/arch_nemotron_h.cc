@@ -48,6 +48,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 }  // namespace
 
 const Architecture kNemotronHArchitecture = {Arch::kNemotronH, "nemotron_h",
-                                             ConfigureNemotronHLayers, BindLayer};
+                                             ConfigureNemotronHLayers, BindLayer,
+    "Nemotron-H (Mamba2 + attention hybrid)",
+    "tiny-hybrid-nemotron_h"};
 
 }  // namespace mx::models

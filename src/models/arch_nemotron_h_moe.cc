@@ -53,6 +53,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 }  // namespace
 
 const Architecture kNemotronHMoeArchitecture = {Arch::kNemotronHMoe, "nemotron_h_moe", Configure,
-                                                BindLayer};
+                                                BindLayer,
+    "Nemotron 3 Nano 30B-A3B",
+    "tiny-nemotron_h_moe, every routing decision"};
 
 }  // namespace mx::models

@@ -51,6 +51,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 
 }  // namespace
 
-const Architecture kPhi3Architecture = {Arch::kPhi3, "phi3", Configure, BindLayer};
+const Architecture kPhi3Architecture = {Arch::kPhi3, "phi3", Configure, BindLayer,
+    "Phi-3, Phi-3.5, Phi-4-mini (LongRoPE)",
+    "tiny-phi3"};
 
 }  // namespace mx::models

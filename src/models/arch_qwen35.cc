@@ -93,6 +93,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 }  // namespace
 
 const Architecture kQwen35Architecture = {Arch::kQwen35, "qwen35", ConfigureQwen35Layers,
-                                          BindLayer};
+                                          BindLayer,
+    "Qwen 3.5 dense models (Gated DeltaNet + gated attention), with their vision projector",
+    "tiny-qwen35, tiny-qwen35-vision"};
 
 }  // namespace mx::models

@@ -33,6 +33,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 
 }  // namespace
 
-const Architecture kQwen35MoeArchitecture = {Arch::kQwen35Moe, "qwen35moe", Configure, BindLayer};
+const Architecture kQwen35MoeArchitecture = {Arch::kQwen35Moe, "qwen35moe", Configure, BindLayer,
+    "Qwen 3.5 mixtures of experts (35B-A3B and larger)",
+    "tiny-qwen35moe, every routing decision"};
 
 }  // namespace mx::models

@@ -35,6 +35,8 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
 
 }  // namespace
 
-const Architecture kQwen3MoeArchitecture = {Arch::kQwen3Moe, "qwen3moe", Configure, BindLayer};
+const Architecture kQwen3MoeArchitecture = {Arch::kQwen3Moe, "qwen3moe", Configure, BindLayer,
+    "Qwen3-30B-A3B, Qwen3-Coder-30B-A3B, Qwen3-235B-A22B",
+    "tiny-qwen3moe (F32, Q8_0), every routing decision"};
 
 }  // namespace mx::models

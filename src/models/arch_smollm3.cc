@@ -23,6 +23,8 @@ Status Configure(const gguf::GgufFile&, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture kSmolLm3Architecture = {Arch::kSmolLm3, "smollm3", Configure, BindDenseLayer};
+const Architecture kSmolLm3Architecture = {Arch::kSmolLm3, "smollm3", Configure, BindDenseLayer,
+    "SmolLM3 (NoPE layers)",
+    "tiny-smollm3"};
 
 }  // namespace mx::models

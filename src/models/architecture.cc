@@ -25,4 +25,14 @@ std::string SupportedArchitectureNames() {
   return s;
 }
 
+std::string ArchitectureTable() {
+  std::string s =
+      "| `general.architecture` | the files | checked against (`../shared/ref`) |\n"
+      "| --- | --- | --- |\n";
+  for (const Architecture* a : kArchitectures) {
+    s += "| `" + std::string(a->name) + "` | " + a->models + " | " + a->reference + " |\n";
+  }
+  return s;
+}
+
 }  // namespace mx::models

@@ -32,12 +32,16 @@ struct Architecture {
   Status (*configure)(const gguf::GgufFile& f, ModelConfig& c);
   // Binds every tensor of layer i. Errors name the tensor (missing, shape).
   Status (*bind_layer)(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+  const char* models;     // the releases whose files carry this architecture (docs/models.md)
+  const char* reference;  // the ../shared/ref sets it is checked against
 };
 
 // The family of general.architecture `name`, or null when unsupported.
 const Architecture* FindArchitecture(std::string_view name);
 // "llama, qwen2, ..." for error messages.
 std::string SupportedArchitectureNames();
+// The table of docs/models.md: one Markdown row per architecture.
+std::string ArchitectureTable();
 
 // The dense block shared by the llama-like families (arch_dense.cc): every
 // layer attention + SwiGLU FFN with RoPE in `mode`; separate q/k/v and

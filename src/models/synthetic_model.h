@@ -130,7 +130,7 @@ struct SyntheticSpec {
 // Named shapes: "tiny" (the ref tiny-llama shape), "tiny-hybrid" (the ref
 // tiny-hybrid-nemotron_h shape), "tiny-qwen35" (the ref tiny-qwen35 shape and
 // metadata), "smollm2-135m", "qwen3-0.6b", "qwen3.5-0.8b", "llama-135m",
-// "llama3.2-1b" (Llama 3.2 1B with its frequency factors), "phi4-mini"
+// "llama-3.2-1b" (Llama 3.2 1B with its frequency factors), "phi-4-mini"
 // (Phi-4-mini: LongRoPE, partial rotary, fused projections), "tiny-gemma3"
 // (the ref tiny-gemma3 shape: window 32), "gemma-3-1b" (Gemma 3 1B: window
 // 512, 5 local : 1 global).

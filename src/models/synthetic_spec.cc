@@ -12,8 +12,8 @@ namespace mx::models {
 
 std::vector<std::string> SyntheticPresetNames() {
   return {"tiny",          "tiny-hybrid",          "tiny-qwen35",     "smollm2-135m",
-          "qwen3-0.6b",    "qwen3.5-0.8b",         "llama-135m",      "llama3.2-1b",
-          "phi4-mini",     "tiny-gemma3",          "gemma-3-1b",      "tiny-qwen3moe",
+          "qwen3-0.6b",    "qwen3.5-0.8b",         "llama-135m",      "llama-3.2-1b",
+          "phi-4-mini",    "tiny-gemma3",          "gemma-3-1b",      "tiny-qwen3moe",
           "qwen3-30b-a3b", "qwen3-moe-bench",      "qwen3.5-35b-a3b", "qwen3.5-moe-bench",
           "nemotron-3-nano", "nemotron-3-moe-bench", "gpt-oss-20b",   "gpt-oss-bench"};
 }
@@ -94,6 +94,9 @@ bool MoePreset(std::string_view preset, SyntheticSpec& s) {
 }  // namespace
 
 Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
+  // The names earlier releases used.
+  if (preset == "llama3.2-1b") preset = "llama-3.2-1b";
+  if (preset == "phi4-mini") preset = "phi-4-mini";
   SyntheticSpec s;
   s.name = std::string(preset);
   if (preset == "tiny") return s;
@@ -137,7 +140,7 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.n_vocab = 32000, s.n_ctx = 2048;
     return s;
   }
-  if (preset == "llama3.2-1b") {  // Llama-3.2-1B: rope_scaling llama3, factor 32 from 8192
+  if (preset == "llama-3.2-1b") {  // Llama-3.2-1B: rope_scaling llama3, factor 32 from 8192
     s.arch = "llama";
     s.n_layer = 16, s.n_embd = 2048, s.n_head = 32, s.n_kv_head = 8, s.head_dim = 64;
     s.n_ff = 8192, s.n_vocab = 128256, s.n_ctx = 131072, s.tied_embeddings = true;
@@ -145,7 +148,7 @@ Result<SyntheticSpec> SyntheticPreset(std::string_view preset) {
     s.llama3_high_freq_factor = 4, s.rope_orig_ctx = 8192;
     return s;
   }
-  if (preset == "phi4-mini") {  // Phi-4-mini-instruct: 3/4 of each head rotated, LongRoPE from 4096
+  if (preset == "phi-4-mini") {  // Phi-4-mini-instruct: 3/4 of each head rotated, LongRoPE from 4096
     s.arch = "phi3";
     s.n_layer = 32, s.n_embd = 3072, s.n_head = 24, s.n_kv_head = 8, s.n_ff = 8192;
     s.n_vocab = 200064, s.n_ctx = 131072, s.tied_embeddings = true, s.rope_theta = 10000;
