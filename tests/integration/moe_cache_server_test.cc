@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <mutex>
+#include <ostream>
 #include <thread>
 
 #include "http_helpers.h"
@@ -40,6 +40,8 @@ const MoeModel kQwen35Moe{"qwen35moe", "tiny-qwen35moe.gguf", true};
 const MoeModel kNemotronHMoe{"nemotron_h_moe", "tiny-nemotron_h_moe.gguf", true};
 
 std::string ParamName(const ::testing::TestParamInfo<MoeModel>& info) { return info.param.name; }
+// How gtest (and so ctest's test names) print a parameter: its name, not its bytes.
+void PrintTo(const MoeModel& m, std::ostream* os) { *os << m.name; }
 
 const std::string kSystem =
     "You are the assistant of a small team. Keep answers short, cite the notes, and say when "
