@@ -6,7 +6,8 @@
 // turns of a chat read only their new messages, concurrent chats sharing
 // long notes copy them, a restarted server goes on from the saved cache, and
 // a chat the client trimmed or rewound keeps its cache (a context shift on
-// the attention-only ones, snapshots on the hybrids). Every greedy reply
+// the attention-only ones, snapshots on the hybrids); the first three also
+// on the Q8_0 and MXFP4_MOE files. Every greedy reply
 // computed from the cache equals, token for token and to the bit of each
 // log-probability, the same prompt read from scratch (cache_prompt: false)
 // on the same server (SPEC §2), except where the spec says a context shift
@@ -30,14 +31,18 @@ namespace {
 
 struct MoeModel {
   std::string name;  // also the test's parameter name
-  std::string file;  // in ../shared/ref/models
+  std::string file;  // in ../shared/ref
   bool hybrid;       // recurrent layers: restarts only at snapshots
 };
 
-const MoeModel kQwen3Moe{"qwen3moe", "tiny-qwen3moe.gguf", false};
-const MoeModel kGptOss{"gpt_oss", "tiny-gpt-oss.gguf", false};
-const MoeModel kQwen35Moe{"qwen35moe", "tiny-qwen35moe.gguf", true};
-const MoeModel kNemotronHMoe{"nemotron_h_moe", "tiny-nemotron_h_moe.gguf", true};
+const MoeModel kQwen3Moe{"qwen3moe", "models/tiny-qwen3moe.gguf", false};
+const MoeModel kGptOss{"gpt_oss", "models/tiny-gpt-oss.gguf", false};
+const MoeModel kQwen35Moe{"qwen35moe", "models/tiny-qwen35moe.gguf", true};
+const MoeModel kNemotronHMoe{"nemotron_h_moe", "models/tiny-nemotron_h_moe.gguf", true};
+// The quantized files as real ones come (README-moe.md "Quantized files"):
+// Q8_0 experts, and gpt-oss's MXFP4 experts beside Q8_0 attention.
+const MoeModel kQwen3MoeQ8{"qwen3moe_q8_0", "models/tiny-qwen3moe-q8_0.gguf", false};
+const MoeModel kGptOssMxfp4{"gpt_oss_mxfp4", "quant/models/tiny-gpt-oss-mxfp4.gguf", false};
 
 std::string ParamName(const ::testing::TestParamInfo<MoeModel>& info) { return info.param.name; }
 // How gtest (and so ctest's test names) print a parameter: its name, not its bytes.
@@ -117,7 +122,7 @@ class MoeServerTest : public ::testing::TestWithParam<MoeModel> {
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::replace(name.begin(), name.end(), '/', '_');
     dir_ = TempDir("moe_" + name);
-    fs::copy_file(std::string(MATRICXON_REF_DIR) + "/models/" + GetParam().file,
+    fs::copy_file(std::string(MATRICXON_REF_DIR) + "/" + GetParam().file,
                   dir_ + "/models/tiny.gguf");
   }
   void TearDown() override {
@@ -305,6 +310,8 @@ TEST_P(MoeCacheServerTest, RestartedServerGoesOnFromTheSavedCache) {
 
 INSTANTIATE_TEST_SUITE_P(All, MoeCacheServerTest,
                          ::testing::Values(kQwen3Moe, kGptOss, kQwen35Moe, kNemotronHMoe),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Quantized, MoeCacheServerTest, ::testing::Values(kQwen3MoeQ8, kGptOssMxfp4),
                          ParamName);
 
 // (d) Attention-only models: the chat outgrows a 256-token window (the
