@@ -278,8 +278,10 @@ TEST_P(MoeCacheServerTest, ConcurrentChatsSharingLongNotesEqualColdReads) {
   ExpectNoFailure();
 }
 
-// (c) SIGTERM flushes the chat to the saved caches; the restarted server
-// (same folder) loads it for the next turn instead of re-reading it.
+// (c) SIGTERM flushes both chats to the saved caches; the restarted server
+// (same folder) loads them instead of re-reading them: one for its next
+// turn, the other for its reply regenerated (a hybrid restarts from the
+// snapshot one token before the end, which travelled to disk with it).
 TEST_P(MoeCacheServerTest, RestartedServerGoesOnFromTheSavedCache) {
   Start({});
   std::vector<Msg> chat = {{"system", kSystem},
@@ -288,17 +290,26 @@ TEST_P(MoeCacheServerTest, RestartedServerGoesOnFromTheSavedCache) {
   chat.push_back({"assistant", t1.text});
   chat.push_back({"user", "And what does the next turn read?"});
   const Answer t2 = Checked(chat, "turn 2");
+  const std::vector<Msg> other = {{"system", kSystem},
+                                  {"user", "Another chat: where do saved chats go, and why?"}};
+  const Answer o1 = Checked(other, "the other chat");
   Stop();
-  EXPECT_NE(Log().find("flushed 1 cached chats to disk"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("flushed 2 cached chats to disk"), std::string::npos) << Log();
 
   Start({});
-  WaitForSavedFiles(1);
+  WaitForSavedFiles(2);
   chat.push_back({"assistant", t2.text});
   chat.push_back({"user", "Good. After a restart, is the state still there?"});
   const Answer t3 = Checked(chat, "turn 3, after the restart");
   EXPECT_GE(t3.cached, NextTurnReuses(t2)) << Log();
   EXPECT_NE(Log().find("reused " + std::to_string(t3.cached) + " of " +
                        std::to_string(t3.prompt_tokens) + " tokens from disk"),
+            std::string::npos)
+      << Log();
+  const Answer o2 = Checked(other, "the other chat regenerated after the restart");
+  EXPECT_EQ(o2.cached, o1.prompt_tokens - 1) << Log();
+  EXPECT_NE(Log().find("reused " + std::to_string(o2.cached) + " of " +
+                       std::to_string(o2.prompt_tokens) + " tokens from disk"),
             std::string::npos)
       << Log();
   chat.push_back({"assistant", t3.text});
