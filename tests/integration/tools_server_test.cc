@@ -1,6 +1,7 @@
 // Function calling and structured output over real HTTP: `matricxon serve`
 // on synthetic models that carry real chat templates (Qwen 3: Hermes calls,
-// Qwen 3.5: XML calls, Llama 3.1: JSON calls). Synthetic weights say nothing
+// Qwen 3.5: XML calls, Llama 3.1: JSON calls, gpt-oss: harmony channels).
+// Synthetic weights say nothing
 // useful, so calls are forced (tool_choice, or a grammar that writes one)
 // and the checks are on what the server makes of them: message.tool_calls,
 // delta.tool_calls, finish_reason, schema-valid JSON.
@@ -35,6 +36,7 @@ const std::map<std::string, std::string> kModels = {
     {"qwen3", "Qwen-Qwen3-0.6B.json"},
     {"qwen35", "Qwen3.5-4B.json"},
     {"llama31", "meta-llama-Llama-3.1-8B-Instruct.json"},
+    {"gptoss", "openai-gpt-oss-120b.json"},
     {"chatml", ""}};
 
 class ToolsServerTest : public ::testing::Test {
@@ -57,7 +59,7 @@ class ToolsServerTest : public ::testing::Test {
     server_ = new ServerProcess();
     std::string error;
     ASSERT_TRUE(server_->Start({"--threads", "1", "--ctx-size", "2048", "--persist-prompt-cache",
-                                "false", "--max-loaded-models", "4"},
+                                "false", "--max-loaded-models", "5"},
                                {{"MATRICXON_MODELS_DIR", *dir_ + "/models"}}, *dir_ + "/server.log",
                                &error))
         << error;
@@ -80,9 +82,11 @@ class ToolsServerTest : public ::testing::Test {
   }
   static Reply Chat(const Json& body) { return Post(port(), "/v1/chat/completions", body.dump()); }
 
-  // The streamed reply put together: content, calls (by index) and finish.
+  // The streamed reply put together: content, reasoning, calls (by index)
+  // and finish; `order` lists the kind of each delta that carried text or a
+  // call ('r' reasoning, 'c' content, 't' tool call).
   struct Streamed {
-    std::string content;
+    std::string content, reasoning, order;
     Json calls = Json::array();
     std::string finish;
     bool done = false;
@@ -96,9 +100,17 @@ class ToolsServerTest : public ::testing::Test {
       if (!e.contains("choices") || e["choices"].empty()) continue;
       const Json& ch = e["choices"][0];
       const Json& d = ch["delta"];
-      if (d.contains("content") && d["content"].is_string())
+      if (d.contains("content") && d["content"].is_string() &&
+          !d["content"].get<std::string>().empty()) {
         s.content += d["content"].get<std::string>();
+        s.order += 'c';
+      }
+      if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) {
+        s.reasoning += d["reasoning_content"].get<std::string>();
+        s.order += 'r';
+      }
       if (d.contains("tool_calls")) {
+        s.order += 't';
         for (const Json& c : d["tool_calls"]) {
           const size_t i = c["index"].get<size_t>();
           if (i >= s.calls.size()) {
@@ -131,7 +143,7 @@ void ExpectValidWeather(const Json& args_text) {
 }
 
 TEST_F(ToolsServerTest, ANamedToolIsCalledInEachModelsSyntaxWholeAndStreamed) {
-  for (const char* model : {"qwen3", "qwen35", "llama31"}) {
+  for (const char* model : {"qwen3", "qwen35", "llama31", "gptoss"}) {
     SCOPED_TRACE(model);
     Json body = Body(model);
     // Qwen 3.5 would think first (its prompt opens a think block; the call
@@ -206,6 +218,101 @@ TEST_F(ToolsServerTest, AutoModeParsesTheCallTheModelWritesAndKeepsAMalformedOne
   EXPECT_EQ(r.body["choices"][0]["message"]["content"], broken);
   EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls")) << r.raw;
   EXPECT_EQ(Stream(body).content, broken);
+}
+
+// gpt-oss's own template and its harmony replies: the grammar stands in for
+// a model that thinks in the analysis channel, then calls a tool in the
+// commentary channel, and, once the tool answered, thinks again and answers
+// in the final channel. The server splits them into reasoning_content,
+// tool_calls and content, whole and streamed, and drops every marker.
+// A real gpt-oss reply ends at <|call|> or <|return|> (end-of-generation
+// tokens, whose text is not sent), so the replies here end there; the same
+// replies with the marker in the text (a vocabulary where it is plain text,
+// as in this synthetic model) parse the same.
+TEST_F(ToolsServerTest, HarmonyChannelsBecomeReasoningToolCallsAndContentWholeAndStreamed) {
+  const std::string thinking = "The user asks for the weather in Oslo. I should call get_weather.";
+  const std::string call =
+      "<|channel|>analysis<|message|>" + thinking +
+      "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+      "<|constrain|>json<|message|>{\"city\": \"Oslo\", \"unit\": \"celsius\"}";
+  for (const std::string end : {"", "<|call|>"}) {
+    SCOPED_TRACE("the call ends with '" + end + "'");
+    Json body = Body("gptoss");
+    body["temperature"] = 0;
+    body["grammar"] = "root ::= " + Json(call + end).dump();
+    Reply r = Chat(body);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const Json& choice = r.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.raw;
+    EXPECT_TRUE(choice["message"]["content"].is_null()) << r.raw;
+    EXPECT_EQ(choice["message"]["reasoning_content"], thinking) << r.raw;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.raw;
+    const Json& c = choice["message"]["tool_calls"][0];
+    EXPECT_EQ(c["function"]["name"], "get_weather");
+    EXPECT_EQ(Json::parse(c["function"]["arguments"].get<std::string>()),
+              Json::parse(R"({"city":"Oslo","unit":"celsius"})"));
+
+    const Streamed s = Stream(body);
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.finish, "tool_calls");
+    EXPECT_EQ(s.reasoning, thinking);
+    EXPECT_EQ(s.content, "");
+    ASSERT_EQ(s.calls.size(), 1u);
+    EXPECT_EQ(s.calls[0]["name"], "get_weather");
+    EXPECT_EQ(s.calls[0]["arguments"], c["function"]["arguments"]);
+    // The reasoning streams in pieces as it is written, before the call.
+    EXPECT_GT(s.order.find('t'), 1u) << s.order;
+    EXPECT_EQ(s.order.find_first_not_of('r'), s.order.find('t')) << s.order;
+  }
+
+  // The next request, as an OpenAI client sends it: the call (arguments as a
+  // string, content null) and the tool's answer. The template renders them
+  // as harmony messages; the reply thinks, then answers in the final channel.
+  Json body = Body("gptoss");
+  body["messages"] = Json::parse(R"([
+    {"role":"user","content":"What is the weather in Oslo?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  Reply t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  const std::string prompt = t.body["prompt"];
+  EXPECT_NE(prompt.find("<|start|>assistant to=functions.get_weather<|channel|>commentary "
+                        "json<|message|>{\"city\": \"Oslo\", \"unit\": \"celsius\"}<|call|>"
+                        "<|start|>functions.get_weather to=assistant<|channel|>commentary"
+                        "<|message|>\"{\\\"temp\\\": 3}\"<|end|><|start|>assistant"),
+            std::string::npos)
+      << prompt;
+  EXPECT_TRUE(prompt.ends_with("<|start|>assistant")) << prompt;
+  const std::string again = "The tool says 3 degrees.";
+  const std::string answer = "It is 3 degrees Celsius in Oslo.";
+  const std::string final_reply = "<|channel|>analysis<|message|>" + again +
+                                  "<|end|><|start|>assistant<|channel|>final<|message|>" + answer;
+  for (const std::string end : {"", "<|return|>"}) {
+    SCOPED_TRACE("the answer ends with '" + end + "'");
+    body["temperature"] = 0;
+    body["grammar"] = "root ::= " + Json(final_reply + end).dump();
+    Reply r = Chat(body);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const Json& choice = r.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop") << r.raw;
+    EXPECT_EQ(choice["message"]["content"], answer) << r.raw;
+    EXPECT_EQ(choice["message"]["reasoning_content"], again) << r.raw;
+    EXPECT_FALSE(choice["message"].contains("tool_calls")) << r.raw;
+
+    const Streamed s = Stream(body);
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.finish, "stop");
+    EXPECT_EQ(s.reasoning, again);
+    EXPECT_EQ(s.content, answer);
+    EXPECT_TRUE(s.calls.empty()) << s.calls.dump();
+    // Reasoning first, then the answer, each in several pieces.
+    const size_t first_content = s.order.find('c');
+    EXPECT_GT(first_content, 1u) << s.order;
+    EXPECT_EQ(s.order.find_first_not_of('r'), first_content) << s.order;
+    EXPECT_EQ(s.order.find_first_not_of('c', first_content), std::string::npos) << s.order;
+    EXPECT_GT(s.order.size() - first_content, 1u) << s.order;
+  }
 }
 
 TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
