@@ -21,12 +21,16 @@ void Softmax(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
-// The ids [0, n) sorted by descending score, equal scores by id.
-void SortDescending(const float* score, int64_t n, std::vector<int32_t>& ids) {
+// The first m of the ids [0, n) by descending score, equal scores by id (a
+// strict total order: the result does not depend on the algorithm). NaN
+// scores were made -inf before.
+void TopIds(const float* score, int64_t n, int64_t m, std::vector<int32_t>& ids) {
   ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  std::stable_sort(ids.begin(), ids.end(),
-                   [score](int32_t a, int32_t b) { return score[a] > score[b]; });
+  std::partial_sort(ids.begin(), ids.begin() + std::min(m, n), ids.end(),
+                    [score](int32_t a, int32_t b) {
+                      return score[a] > score[b] || (score[a] == score[b] && a < b);
+                    });
 }
 
 }  // namespace
@@ -43,7 +47,10 @@ void MoeRouter::Route(const float* logits, const float* selection_bias, int32_t*
       break;
     case MoeGating::kSoftmaxOfTopK: std::copy(logits, logits + n, p_.begin()); break;
   }
-  for (int64_t i = 0; i < n; ++i) s_[i] = p_[i] + (selection_bias != nullptr ? selection_bias[i] : 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    s_[i] = p_[i] + (selection_bias != nullptr ? selection_bias[i] : 0.0f);
+    if (std::isnan(s_[i])) s_[i] = -std::numeric_limits<float>::infinity();
+  }
 
   // Group limit: a group scores the sum of its two best; the experts of all
   // but the n_group_used best groups leave the race.
@@ -51,16 +58,16 @@ void MoeRouter::Route(const float* logits, const float* selection_bias, int32_t*
     const int64_t per = n / m_.n_group;
     group_score_.resize(static_cast<size_t>(m_.n_group));
     for (int64_t g = 0; g < m_.n_group; ++g) {
-      SortDescending(&s_[g * per], per, order_);
+      TopIds(&s_[g * per], per, 2, order_);
       group_score_[g] = s_[g * per + order_[0]] + s_[g * per + order_[1]];
     }
-    SortDescending(group_score_.data(), m_.n_group, groups_);
+    TopIds(group_score_.data(), m_.n_group, m_.n_group_used, groups_);
     for (int64_t r = m_.n_group_used; r < m_.n_group; ++r) {
       std::fill_n(&s_[groups_[r] * per], per, -std::numeric_limits<float>::infinity());
     }
   }
 
-  SortDescending(s_.data(), n, order_);
+  TopIds(s_.data(), n, k + 1, order_);
   for (int64_t j = 0; j < k; ++j) experts[j] = order_[j];
   if (gap != nullptr) *gap = k < n ? s_[order_[k - 1]] - s_[order_[k]] : 0.0f;
 

@@ -3,7 +3,8 @@
 // "Routing"): the rule of ModelConfig::moe, in float32, with the sums llama.cpp
 // takes in double taken in double. The experts come out best first (the order
 // the runner adds their outputs in); equal scores keep the lower expert id
-// first, so a token's choice depends on nothing but its own logits.
+// first, so a token's choice depends on nothing but its own logits (a NaN
+// score counts as -inf).
 //
 // Thread-safety: one Route() at a time per router (it owns its scratch).
 #pragma once
