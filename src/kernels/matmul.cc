@@ -134,7 +134,10 @@ struct Split {
   int64_t n_tasks() const { return n_row_blocks * n_token_blocks; }
 };
 
-Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) {
+// n_jobs: the products sharing the parallel region; the tasks per thread are
+// counted over all of them (many small products, e.g. the experts of one
+// step, get few tasks each instead of a thread's worth each).
+Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads, int64_t n_jobs) {
   Split s;
   const int64_t n_rows = j.w.n_rows, n_cols = j.w.n_cols;
   // Few tokens: stream the stored rows once (converting in registers). Many
@@ -154,7 +157,7 @@ Split PlanSplit(const internal::IsaOps& ops, const MatMulJob& j, int n_threads) 
   // Row blocks: enough tasks for every thread, bounded by the panel size.
   s.panel_stride = (n_cols + 15) / 16 * 16;
   const int64_t want_row_blocks =
-      std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks));
+      std::max<int64_t>(1, CeilDiv(kTasksPerThread * n_threads, s.n_token_blocks * n_jobs));
   int64_t align = kRowAlign;
   if (s.act == Act::kBf16) align = kBf16RowAlign;
   if ((s.act == Act::kQ8K || s.act == Act::kQ8_32) && j.n_tokens >= kIntPanelTokens)
@@ -329,7 +332,7 @@ void MatMuls(std::span<const MatMulJob> jobs, ThreadPool* pool) {
         std::fill(j.y + t * j.ldy, j.y + t * j.ldy + j.w.n_rows, 0.0f);
       continue;
     }
-    const Split s = PlanSplit(ops, j, n_threads);
+    const Split s = PlanSplit(ops, j, n_threads, static_cast<int64_t>(jobs.size()));
     planned[n_planned++] = {&j, s, n_tasks};
     n_tasks += s.n_tasks();
   }
