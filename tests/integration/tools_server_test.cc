@@ -315,6 +315,67 @@ TEST_F(ToolsServerTest, HarmonyChannelsBecomeReasoningToolCallsAndContentWholeAn
   }
 }
 
+// A gpt-oss chat without tools, or with tool_choice "none", comes back split
+// all the same: analysis -> reasoning_content, final -> content, whole and
+// streamed. A call the model writes with no tools to call is not a call: its
+// text stays content as written (no tool_calls, finish_reason "stop").
+// reasoning_format "none" gives the text as written.
+TEST_F(ToolsServerTest, HarmonyRepliesAreSplitWithoutToolsToo) {
+  const std::string thinking = "Just answer.";
+  const std::string answer = "Hello there.";
+  const std::string reply = "<|channel|>analysis<|message|>" + thinking +
+                            "<|end|><|start|>assistant<|channel|>final<|message|>" + answer;
+  const std::string call =
+      "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+      "<|message|>{\"city\": \"Oslo\", \"unit\": \"celsius\"}";
+  struct Case {
+    std::string text, content;
+  };
+  const Case cases[] = {{reply, answer},
+                        {reply + "<|return|>", answer},
+                        {"<|channel|>analysis<|message|>" + thinking + "<|end|>" + call + "<|call|>",
+                         call}};
+  for (const bool tools : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(tools ? "tool_choice none" : "no tools") + ": " + c.text);
+      Json body = Body("gptoss", tools);
+      if (tools) body["tool_choice"] = "none";
+      body["temperature"] = 0;
+      body["grammar"] = "root ::= " + Json(c.text).dump();
+      Reply r = Chat(body);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      const Json& choice = r.body["choices"][0];
+      EXPECT_EQ(choice["finish_reason"], "stop") << r.raw;
+      EXPECT_EQ(choice["message"]["content"], c.content) << r.raw;
+      EXPECT_EQ(choice["message"]["reasoning_content"], thinking) << r.raw;
+      EXPECT_FALSE(choice["message"].contains("tool_calls")) << r.raw;
+
+      const Streamed s = Stream(body);
+      EXPECT_TRUE(s.done);
+      EXPECT_EQ(s.finish, "stop");
+      EXPECT_EQ(s.reasoning, thinking);
+      EXPECT_EQ(s.content, c.content);
+      EXPECT_TRUE(s.calls.empty()) << s.calls.dump();
+      // The reasoning first, then the content, each as it is written.
+      const size_t first_content = s.order.find('c');
+      EXPECT_GT(first_content, 1u) << s.order;
+      EXPECT_EQ(s.order.find_first_not_of('r'), first_content) << s.order;
+      EXPECT_EQ(s.order.find_first_not_of('c', first_content), std::string::npos) << s.order;
+    }
+  }
+  Json body = Body("gptoss", false);
+  body["temperature"] = 0;
+  body["grammar"] = "root ::= " + Json(reply).dump();
+  body["reasoning_format"] = "none";
+  Reply r = Chat(body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], reply) << r.raw;
+  EXPECT_FALSE(r.body["choices"][0]["message"].contains("reasoning_content")) << r.raw;
+  const Streamed s = Stream(body);
+  EXPECT_EQ(s.content, reply);
+  EXPECT_EQ(s.reasoning, "");
+}
+
 TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
   auto prompt_tokens = [&](Json body) {
     body["max_tokens"] = 1;
