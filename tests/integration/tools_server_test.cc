@@ -376,6 +376,47 @@ TEST_F(ToolsServerTest, HarmonyRepliesAreSplitWithoutToolsToo) {
   EXPECT_EQ(s.reasoning, "");
 }
 
+// A past reply's reasoning_content (what this server answers) reaches each
+// template under the name it reads: gpt-oss's `thinking`, so the analysis
+// that led to a call is in the prompt, and Qwen 3's reasoning_content.
+TEST_F(ToolsServerTest, PastReasoningReachesTheTemplateUnderTheNameItReads) {
+  const std::string thinking = "The user asks for the weather in Oslo. I should call get_weather.";
+  Json body = Body("gptoss");
+  body["messages"] = Json::parse(R"([
+    {"role":"user","content":"What is the weather in Oslo?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  body["messages"][1]["reasoning_content"] = thinking;
+  Reply t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find(
+                "<|start|>user<|message|>What is the weather in Oslo?<|end|><|start|>assistant"
+                "<|channel|>analysis<|message|>" +
+                thinking + "<|end|><|start|>assistant to=functions.get_weather<|channel|>"),
+            std::string::npos)
+      << t.raw;
+  // With a preamble in the content too (the template takes one or the other,
+  // and refuses both): the reasoning is the analysis.
+  body["messages"][1]["content"] = "Let me check.";
+  t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("<|channel|>analysis<|message|>" + thinking),
+            std::string::npos)
+      << t.raw;
+  body["max_tokens"] = 4;
+  EXPECT_EQ(Chat(body).status, 200);
+
+  body["model"] = "qwen3";
+  body["messages"][1]["content"] = nullptr;
+  t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("<|im_start|>assistant\n<think>\n" + thinking +
+                                                     "\n</think>\n\n<tool_call>"),
+            std::string::npos)
+      << t.raw;
+}
+
 TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
   auto prompt_tokens = [&](Json body) {
     body["max_tokens"] = 1;
