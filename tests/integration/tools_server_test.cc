@@ -417,6 +417,18 @@ TEST_F(ToolsServerTest, PastReasoningReachesTheTemplateUnderTheNameItReads) {
       << t.raw;
 }
 
+// gpt-oss's template is recognised as the harmony family (message markers
+// <|start|>, stop strings <|return|> and <|call|>), not ChatML's fallback.
+TEST_F(ToolsServerTest, GptOssTemplateIsTheHarmonyFamily) {
+  Json body = Body("gptoss", false);
+  body["max_tokens"] = 1;
+  ASSERT_EQ(Chat(body).status, 200);
+  const std::string log = ReadFile(*dir_ + "/server.log");
+  EXPECT_NE(log.find("loaded model gptoss from"), std::string::npos) << log;
+  EXPECT_NE(log.find("chat template family harmony)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("gptoss.gguf: chat template family not recognised"), std::string::npos) << log;
+}
+
 TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
   auto prompt_tokens = [&](Json body) {
     body["max_tokens"] = 1;
