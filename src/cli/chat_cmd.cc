@@ -30,7 +30,9 @@ const std::vector<FlagSpec> kFlags = {
     {"threads", "", "compute threads (default: physical cores)"},
     {"ctx", "0", "context size in tokens (0: the model's, capped at 8192)"},
     {"system", "", "system prompt"},
-    {"template", "", "force a chat template family (chatml, qwen3, llama3, mistral, gemma, phi3)"},
+    {"template", "",
+     "force a chat template family (chatml, qwen3, qwen3.5, llama3, mistral, gemma, phi3, "
+     "harmony)"},
     {"max-tokens", "512", "most tokens per reply"},
     {"temperature", "0.8", "sampling temperature (0 = greedy)"},
     {"top-k", "40", "top-k (0 = off)"},

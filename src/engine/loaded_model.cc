@@ -1,6 +1,7 @@
 #include "engine/loaded_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 
@@ -178,6 +179,14 @@ Result<std::string> LoadedModel::RenderChat(const ChatPrompt& prompt) const {
   if (const Value* t = prompt.kwargs.Field("enable_thinking"); t != nullptr && !t->is_none()) {
     options.enable_thinking = t->Truthy();
   }
+  if (const Value* e = prompt.kwargs.Field("reasoning_effort"); e != nullptr && e->is_string()) {
+    options.reasoning_effort = e->as_string();
+  }
+  // What the template's strftime_now("%Y-%m-%d") would print (harmony).
+  const jinja::DateTime now = prompt.now ? *prompt.now : LocalNow(env);
+  char date[48];
+  std::snprintf(date, sizeof(date), "%04d-%02d-%02d", now.year, now.month, now.day);
+  options.current_date = date;
   return templates::Render(family, messages, options);
 }
 

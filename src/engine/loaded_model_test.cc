@@ -277,3 +277,63 @@ TEST(LoadedModelLiteralTest, TextTheTemplateRewritesFallsBackToParsing) {
 
 }  // namespace
 }  // namespace mx::engine
+
+namespace mx::engine {
+namespace {
+
+// gpt-oss's own template (shared/templates): the harmony family is
+// recognised, and the messages of a harmony prompt begin at its <|start|>
+// tokens (with a vocabulary that has them, as o200k_harmony does).
+TEST(LoadedModelHarmonyTest, GptOssTemplateIsHarmonyAndMessagesBeginAtStart) {
+  const std::string golden_path =
+      std::string(MATRICXON_REF_DIR) + "/../templates/openai-gpt-oss-120b.json";
+  auto golden_text = Env::Default()->ReadFile(golden_path);
+  if (!golden_text.ok()) GTEST_SKIP() << "no " << golden_path;
+  auto golden = jinja::ParseJson(*golden_text);
+  ASSERT_TRUE(golden.ok() && golden->is_dict());
+  const Value* source = golden->Field("template");
+  ASSERT_TRUE(source != nullptr && source->is_string());
+  auto lm = LoadWithTemplate(source->as_string(), "gpt_oss");
+  ASSERT_NE(lm, nullptr);
+  EXPECT_EQ(lm->family, templates::TemplateFamily::kHarmony);
+  EXPECT_TRUE(lm->family_detected);
+  ASSERT_TRUE(lm->chat_template.has_value());
+
+  // The synthetic vocabulary has no harmony tokens: add them as control tokens.
+  auto vocab = tokenizer::VocabFromGguf(lm->model->file());
+  ASSERT_TRUE(vocab.ok());
+  if (vocab->types.empty()) {
+    vocab->types.assign(vocab->tokens.size(), static_cast<int32_t>(tokenizer::TokenType::kNormal));
+  }
+  for (const char* t : {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>"}) {
+    vocab->tokens.push_back(t);
+    vocab->types.push_back(static_cast<int32_t>(tokenizer::TokenType::kControl));
+    if (!vocab->scores.empty()) vocab->scores.push_back(0);
+  }
+  const int32_t start_id = static_cast<int32_t>(vocab->tokens.size()) - 5;
+  auto tok = tokenizer::Tokenizer::Create(std::move(vocab).value());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  lm->tokenizer = std::move(tok).value();
+
+  ChatPrompt p = PromptFromJson(R"([{"role":"system","content":"the notes"},
+      {"role":"user","content":"a question"},{"role":"assistant","content":"an answer"},
+      {"role":"user","content":"more"}])");
+  p.now = jinja::DateTime{2026, 1, 15, 0, 0, 0};
+  auto prompt = lm->EncodeChat(p);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  int64_t reply_start = -1;
+  const std::vector<int64_t> starts = lm->MessageStarts(*prompt, true, &reply_start);
+  // The template's system message, the system prompt as the developer
+  // message, user, assistant, user; then the generation prompt's.
+  ASSERT_EQ(starts.size(), 5u);
+  EXPECT_EQ(starts[0], 0);
+  for (int64_t s : starts) EXPECT_EQ((*prompt)[static_cast<size_t>(s)], start_id);
+  // The generation prompt: <|start|> then "assistant".
+  ASSERT_GT(reply_start, starts.back());
+  EXPECT_EQ((*prompt)[static_cast<size_t>(reply_start)], start_id);
+  const std::vector<int32_t> tail(prompt->begin() + reply_start + 1, prompt->end());
+  EXPECT_EQ(lm->tokenizer->Decode(tail), "assistant");
+}
+
+}  // namespace
+}  // namespace mx::engine

@@ -49,7 +49,10 @@ struct ChatRequest {
   bool logprobs = false;
   int top_logprobs = 0;  // 0..20
   // "deepseek" (default; "auto" is the same): a thinking model's
-  // <think>...</think> goes to reasoning_content; "none": left in content.
+  // <think>...</think>, or a harmony model's (gpt-oss) analysis channel, goes
+  // to reasoning_content; "none": left in content (a harmony reply without
+  // tools comes back as written; with tools its channels are read for the
+  // calls, so the analysis is still reasoning_content).
   std::string reasoning_format = "deepseek";
 };
 

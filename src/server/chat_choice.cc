@@ -9,7 +9,8 @@ ChatChoice::ChatChoice(const ChatChoiceOptions& options) : options_(options) {
     splitter_ = std::make_unique<ReasoningSplitter>(options.reasoning_starts_inside);
   }
   if (options.tool_format != toolcalls::ToolCallFormat::kNone) {
-    tools_ = std::make_unique<toolcalls::ToolCallStream>(options.tool_format, options.tool_schemas);
+    tools_ = std::make_unique<toolcalls::ToolCallStream>(options.tool_format, options.tool_schemas,
+                                                         options.parse_calls);
   }
 }
 

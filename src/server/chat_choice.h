@@ -1,8 +1,10 @@
 // ChatChoice: one chat choice's text pipeline. The reply's text goes through
 // the reasoning splitter (thinking models: reasoning_content) and, when the
-// request has tools, the tool-call parser of the model's syntax (tool_calls),
-// and comes out as the deltas a stream sends, in order. A whole reply is the
-// same pipeline over all of its text, so whole and streamed replies agree.
+// request has tools, the tool-call parser of the model's syntax (tool_calls);
+// a harmony model's reply always goes through its parser, which splits the
+// channels (analysis: reasoning_content), calls or no calls. It comes out as
+// the deltas a stream sends, in order. A whole reply is the same pipeline over
+// all of its text, so whole and streamed replies agree.
 //
 // Thread-safety: none (one per choice).
 #pragma once
@@ -21,7 +23,10 @@ namespace mx::server {
 struct ChatChoiceOptions {
   bool split_reasoning = false;          // a thinking model's reply
   bool reasoning_starts_inside = false;  // the prompt opened a think block
-  toolcalls::ToolCallFormat tool_format = toolcalls::ToolCallFormat::kNone;  // kNone: no tools
+  // The syntax the reply is parsed in (kNone: the text is content).
+  toolcalls::ToolCallFormat tool_format = toolcalls::ToolCallFormat::kNone;
+  // false: no tools to call; a call in tool_format's syntax stays content.
+  bool parse_calls = true;
   const toolcalls::ToolSchemas* tool_schemas = nullptr;  // borrowed; may be null
   Env* env = nullptr;  // randomness for call ids (REQUIRED with tools)
 };

@@ -116,14 +116,18 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
   const bool think_open =
       lm.thinks && PromptOpensThinkBlock(lm.tokenizer->Decode(
                        std::span<const int32_t>(p.data() + p.size() - tail, tail)));
-  if (lm.thinks && cr.reasoning_format != "none") {
+  const bool split_reasoning = cr.reasoning_format != "none";
+  if (lm.thinks && split_reasoning) {
     r->split_reasoning = true;
     r->reasoning_starts_inside = think_open;
   }
   r->logprobs = cr.logprobs;
   r->include_usage = cr.gen.include_usage;
+  // The model's reply syntax: its tool calls and, for a syntax that carries
+  // the reasoning itself (gpt-oss's harmony channels), the reasoning too.
+  const toolcalls::ToolCallFormat syntax = toolcalls::DetectToolCallFormat(lm.chat_template_text);
   if (cr.tools.active()) {
-    r->tool_format = toolcalls::DetectToolCallFormat(lm.chat_template_text);
+    r->tool_format = syntax;
     Json tools = Json::array();
     for (const ToolSpec& t : cr.tools.tools) {
       tools.push_back(
@@ -131,6 +135,11 @@ void ChatCompletions(ServerContext* ctx, const HttpRequest& req, HttpResponse& r
     }
     r->tool_schemas =
         std::make_shared<const toolcalls::ToolSchemas>(toolcalls::ToolSchemas::FromJson(tools));
+  } else if (split_reasoning && toolcalls::FormatCarriesReasoning(syntax)) {
+    // No tools to call (none given, or tool_choice "none"): the reasoning is
+    // split all the same, and a call the model writes stays content.
+    r->tool_format = syntax;
+    r->parse_calls = false;
   }
   auto constraint =
       BuildOutputConstraint(*call->model, cr.gen.format, &cr.tools, r->tool_format, think_open);

@@ -72,6 +72,7 @@ ChatChoiceOptions ChoiceOptions(const Reply& r) {
   return {.split_reasoning = r.split_reasoning,
           .reasoning_starts_inside = r.reasoning_starts_inside,
           .tool_format = r.tool_format,
+          .parse_calls = r.parse_calls,
           .tool_schemas = r.tool_schemas.get(),
           .env = r.ctx->env};
 }

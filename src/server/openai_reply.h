@@ -3,7 +3,8 @@
 // engine's events for every choice (`n`). A chat choice's text goes through
 // the reasoning splitter (thinking models) and, when tools are active, the
 // tool-call parser (message.tool_calls / delta.tool_calls, finish_reason
-// "tool_calls").
+// "tool_calls"); a harmony model's through its channel parser, tools or not
+// (chat_choice.h).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,10 @@ struct Reply {
   bool reasoning_starts_inside = false;
   // Chats with tools: calls are parsed from the content in this syntax
   // (kNone: the content stays text), reading parameters by these schemas.
+  // Harmony models' chats without tools: the channels are parsed, calls not
+  // (parse_calls false).
   toolcalls::ToolCallFormat tool_format = toolcalls::ToolCallFormat::kNone;
+  bool parse_calls = true;
   std::shared_ptr<const toolcalls::ToolSchemas> tool_schemas;
   uint64_t start_us = 0;
   bool first_token_seen = false;

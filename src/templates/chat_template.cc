@@ -400,11 +400,83 @@ void RenderPhi3(std::span<const ChatMessage> messages, const std::vector<Role>& 
   if (options.add_generation_prompt) out += "<|assistant|>\n";
 }
 
+// Harmony (openai/gpt-oss-120b chat_template, without tools, builtin_tools
+// or model_identity):
+//   '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n'
+//     'Knowledge cutoff: 2024-06\nCurrent date: ' + strftime_now("%Y-%m-%d") + '\n\n'
+//     'Reasoning: ' + (reasoning_effort or "medium") + '\n\n'
+//     '# Valid channels: analysis, commentary, final. Channel must be included for every
+//     message.<|end|>'
+//   messages[0] system (or developer) is the developer message, written only when its
+//     content is not empty: '<|start|>developer<|message|># Instructions\n\n' + content
+//     + '\n\n<|end|>'; a system message anywhere else is dropped
+//   user: '<|start|>user<|message|>' + content + '<|end|>'
+//   assistant: '<|start|>assistant<|channel|>final<|message|>' + content + '<|end|>', and
+//     '<|return|>' instead of '<|end|>' for the last message when add_generation_prompt
+//     is false (its `thinking` analysis before it is not reproduced: ChatMessage has none)
+//   generation prompt: '<|start|>assistant'
+// raise_exception on an assistant content holding a channel header (CheckHarmony).
+Status CheckHarmony(std::span<const ChatMessage> messages, const std::vector<Role>& roles) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (roles[i] != Role::kAssistant) continue;
+    const std::string& c = messages[i].content;
+    if (Contains(c, "<|channel|>analysis<|message|>") ||
+        Contains(c, "<|channel|>final<|message|>")) {
+      return Status::InvalidArgument(
+          "harmony template: message " + std::to_string(i) +
+          " holds <|channel|> tags in its content (pass the analysis as reasoning and only the "
+          "final message's text as content)");
+    }
+  }
+  return Status::Ok();
+}
+
+void RenderHarmony(std::span<const ChatMessage> messages, const std::vector<Role>& roles,
+                   const RenderOptions& options, std::string& out) {
+  out += "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+         "Knowledge cutoff: 2024-06\n";
+  if (!options.current_date.empty()) {
+    out += "Current date: ";
+    out += options.current_date;
+    out += "\n\n";
+  }
+  out += "Reasoning: ";
+  out += options.reasoning_effort.empty() ? std::string_view("medium")
+                                          : std::string_view(options.reasoning_effort);
+  out += "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+         "message.<|end|>";
+  const bool has_system = roles[0] == Role::kSystem;
+  if (has_system && !messages[0].content.empty()) {
+    out += "<|start|>developer<|message|># Instructions\n\n";
+    out += messages[0].content;
+    out += "\n\n<|end|>";
+  }
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    switch (roles[i]) {
+      case Role::kSystem:
+        break;  // the template renders only assistant, user and tool messages here
+      case Role::kUser:
+        out += "<|start|>user<|message|>";
+        out += messages[i].content;
+        out += "<|end|>";
+        break;
+      case Role::kAssistant:
+        out += "<|start|>assistant<|channel|>final<|message|>";
+        out += messages[i].content;
+        // <|return|> ends a generation: only a chat that ends with the reply has it.
+        const bool ends_chat = i + 1 == messages.size() && !options.add_generation_prompt;
+        out += ends_chat ? "<|return|>" : "<|end|>";
+        break;
+    }
+  }
+  if (options.add_generation_prompt) out += "<|start|>assistant";
+}
+
 struct FamilyInfo {
   TemplateFamily family;
   std::string_view name;
 };
-constexpr std::array<FamilyInfo, 7> kFamilies = {{
+constexpr std::array<FamilyInfo, 8> kFamilies = {{
     {TemplateFamily::kChatml, "chatml"},
     {TemplateFamily::kQwen3, "qwen3"},
     {TemplateFamily::kQwen35, "qwen3.5"},
@@ -412,6 +484,7 @@ constexpr std::array<FamilyInfo, 7> kFamilies = {{
     {TemplateFamily::kMistral, "mistral"},
     {TemplateFamily::kGemma, "gemma"},
     {TemplateFamily::kPhi3, "phi3"},
+    {TemplateFamily::kHarmony, "harmony"},
 }};
 
 bool EqualsIgnoreAsciiCase(std::string_view a, std::string_view b) {
@@ -456,6 +529,11 @@ std::optional<TemplateFamily> DetectFamily(std::string_view jinja) {
   }
   if (Contains(jinja, "<|start_header_id|>")) return TemplateFamily::kLlama3;
   if (Contains(jinja, "<start_of_turn>")) return TemplateFamily::kGemma;
+  // gpt-oss: messages are <|start|>ROLE<|channel|>CHANNEL<|message|>TEXT<|end|>.
+  if (Contains(jinja, "<|start|>") && Contains(jinja, "<|channel|>") &&
+      Contains(jinja, "<|message|>")) {
+    return TemplateFamily::kHarmony;
+  }
   // "<|end|>" separates Phi-3 from Zephyr / GLM, which also use <|user|> and <|assistant|>.
   if (Contains(jinja, "<|end|>") &&
       (Contains(jinja, "<|user|>") || Contains(jinja, "<|assistant|>"))) {
@@ -473,7 +551,8 @@ std::string_view BosText(TemplateFamily family) {
     case TemplateFamily::kChatml:
     case TemplateFamily::kQwen3:
     case TemplateFamily::kQwen35:
-    case TemplateFamily::kPhi3: return "";
+    case TemplateFamily::kPhi3:
+    case TemplateFamily::kHarmony: return "";
   }
   return "";
 }
@@ -485,8 +564,9 @@ Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> m
     MX_RETURN_IF_ERROR(CheckAlternation(family, roles));
   }
   if (family == TemplateFamily::kQwen35) MX_RETURN_IF_ERROR(CheckQwen35(messages, roles));
+  if (family == TemplateFamily::kHarmony) MX_RETURN_IF_ERROR(CheckHarmony(messages, roles));
   std::string out;
-  size_t bytes = 64;
+  size_t bytes = 256;
   for (const ChatMessage& m : messages) bytes += m.content.size() + 32;
   out.reserve(bytes);
   switch (family) {
@@ -497,6 +577,7 @@ Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> m
     case TemplateFamily::kMistral: RenderMistral(messages, roles, options, out); break;
     case TemplateFamily::kGemma: RenderGemma(messages, roles, options, out); break;
     case TemplateFamily::kPhi3: RenderPhi3(messages, roles, options, out); break;
+    case TemplateFamily::kHarmony: RenderHarmony(messages, roles, options, out); break;
   }
   return out;
 }
@@ -510,6 +591,7 @@ std::vector<std::string> EndOfTurnStrings(TemplateFamily family) {
     case TemplateFamily::kMistral: return {"</s>"};
     case TemplateFamily::kGemma: return {"<end_of_turn>", "<eos>"};
     case TemplateFamily::kPhi3: return {"<|end|>", "<|endoftext|>"};
+    case TemplateFamily::kHarmony: return {"<|return|>", "<|call|>"};
   }
   return {};
 }
@@ -528,6 +610,8 @@ MessageMarkers MessageStartMarkers(TemplateFamily family) {
       return {{"<start_of_turn>"}, true};
     case TemplateFamily::kPhi3:
       return {{"<|system|>", "<|user|>", "<|assistant|>"}, true};
+    case TemplateFamily::kHarmony:
+      return {{"<|start|>"}, true};
   }
   return {};
 }

@@ -21,6 +21,12 @@
 //     block that later turns drop); (B) holds only for replies without a <think>
 //     block; with enable_thinking = false neither (B) nor (C) holds (the
 //     generation prompt's empty think block is not part of the history).
+//   - harmony (gpt-oss): only (C) holds. A reply is a run of messages
+//     ("<|channel|>analysis<|message|>...<|end|><|start|>assistant<|channel|>
+//     final<|message|>..."), of which the history keeps the final one only,
+//     as "<|channel|>final<|message|>" + ak + "<|end|>" after the generation
+//     prompt's "<|start|>assistant" ((B) holds for that text); a final
+//     assistant message ends with "<|return|>" instead of "<|end|>" (no (A)).
 //   - qwen3.5: none of (A), (B), (C) holds in general. Its generation prompt
 //     ends with "<think>\n" ("<think>\n\n</think>\n\n" with enable_thinking =
 //     false), which past turns do not have, and a final assistant message gets a
@@ -42,6 +48,9 @@
 //     (content is text);
 //   - chatml does not insert Qwen2.5's default system prompt; llama3 does not
 //     write Llama 3.1's "Cutting Knowledge Date" system header.
+//   - harmony renders the system message of gpt-oss's template with its
+//     default model identity and without tools (RenderOptions has the date and
+//     the reasoning effort).
 //
 // Everything here is a pure function of its arguments: thread-safe, no I/O.
 #pragma once
@@ -65,14 +74,18 @@ struct ChatMessage {
   std::string content;
   // Only read by kQwen3 and kQwen35 (their templates' `message.reasoning_content`):
   // when set on an assistant message it is the reasoning, and `content` is taken
-  // as is (no <think> parsing). Ignored by every other family.
+  // as is (no <think> parsing). Ignored by every other family (gpt-oss's
+  // template reads a `thinking` field, which jinja2 goldens of
+  // reasoning_content chats do not show).
   std::optional<std::string> reasoning_content;
 };
 
-enum class TemplateFamily { kChatml, kQwen3, kQwen35, kLlama3, kMistral, kGemma, kPhi3 };
+enum class TemplateFamily {
+  kChatml, kQwen3, kQwen35, kLlama3, kMistral, kGemma, kPhi3, kHarmony
+};
 
-// "chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3" (ASCII
-// case-insensitive).
+// "chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3",
+// "harmony" (gpt-oss) (ASCII case-insensitive).
 // Unknown -> InvalidArgument that lists the valid names.
 Result<TemplateFamily> FamilyFromName(std::string_view name);
 
@@ -90,6 +103,7 @@ std::string_view FamilyName(TemplateFamily family);
 //   "<|im_start|>"                       -> kChatml (ChatML, Qwen2/2.5)
 //   "<|start_header_id|>"                -> kLlama3
 //   "<start_of_turn>"                    -> kGemma
+//   "<|start|>" + "<|channel|>" + "<|message|>" -> kHarmony (gpt-oss)
 //   "<|end|>" + ("<|user|>" or "<|assistant|>") -> kPhi3
 //   "[INST]"                             -> kMistral (also Llama 2 and Mistral v3/v7
 //                                           templates: closest built-in family)
@@ -106,11 +120,16 @@ struct RenderOptions {
   // generation prompt (thinking switched off). Unset or true: Qwen3 leaves it to
   // the model, Qwen3.5 appends "<think>\n" (the reply starts inside the block).
   std::optional<bool> enable_thinking;
+  // Harmony only: the system message's "Current date: " (the template's
+  // strftime_now("%Y-%m-%d"); empty: the line is left out) and "Reasoning: "
+  // (the template's reasoning_effort; empty: "medium").
+  std::string current_date;
+  std::string reasoning_effort;
 };
 
 // The BOS token text the official template starts with: "<|begin_of_text|>"
-// (llama3), "<s>" (mistral), "<bos>" (gemma); "" for chatml, qwen3, qwen3.5 and
-// phi3, whose templates write none.
+// (llama3), "<s>" (mistral), "<bos>" (gemma); "" for chatml, qwen3, qwen3.5,
+// phi3 and harmony, whose templates write none.
 std::string_view BosText(TemplateFamily family);
 
 // Renders `messages` as prompt text in the format of `family`; the caller owns
@@ -123,12 +142,18 @@ std::string_view BosText(TemplateFamily family);
 //     else is also an error), and at least one user message.
 //   - kQwen35: a system message after index 0, or no user message that is a
 //     query (every user message is a "<tool_response>...</tool_response>").
+//   - kHarmony: an assistant message whose content holds a channel header
+//     ("<|channel|>analysis<|message|>" or "<|channel|>final<|message|>"), as
+//     gpt-oss's template refuses it.
 Result<std::string> Render(TemplateFamily family, std::span<const ChatMessage> messages,
                            const RenderOptions& options);
 
 // Strings that end an assistant turn in this family, for stop detection. The
 // first entry is the one the template writes after an assistant message in the
 // history (e.g. "<|im_end|>"); the rest are the model's other end tokens.
+// Harmony: "<|return|>" (the answer is done) and "<|call|>" (a tool call is);
+// its "<|end|>", which the history writes after each message, ends a message
+// of the reply but not the reply, so it is none of them.
 std::vector<std::string> EndOfTurnStrings(TemplateFamily family);
 
 // How a family's rendered messages begin, for finding message boundaries in
@@ -138,7 +163,9 @@ struct MessageMarkers {
   // (chatml, qwen3), "<|start_header_id|>" (llama3), "<start_of_turn>"
   // (gemma: a system message shares the first user turn), "<|system|>",
   // "<|user|>", "<|assistant|>" (phi3), "[INST]" (mistral: user messages
-  // only; a system message shares the first).
+  // only; a system message shares the first), "<|start|>" (harmony: every
+  // message, the template's own system message first, a system prompt
+  // becoming the developer message).
   std::vector<std::string> texts;
   // The generation prompt begins with one too (every family but mistral).
   bool in_generation_prompt = true;

@@ -41,7 +41,8 @@ TEST(FamilyNameTest, UnknownNameListsValidNames) {
   EXPECT_EQ(f.status().code(), Status::Code::kInvalidArgument);
   const std::string& msg = f.status().message();
   EXPECT_NE(msg.find("\"llama2\""), std::string::npos) << msg;
-  for (const char* name : {"chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3"}) {
+  for (const char* name :
+       {"chatml", "qwen3", "qwen3.5", "llama3", "mistral", "gemma", "phi3", "harmony"}) {
     EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
   EXPECT_FALSE(FamilyFromName("").ok());
@@ -202,10 +203,7 @@ TEST(RenderTest, Qwen35EveryReplyAfterLastQueryGetsThinkBlock) {
 TEST(RenderTest, MessagesBeginWithTheFamilysMarkers) {
   const std::vector<ChatMessage> chat = {
       {"system", "notes", {}}, {"user", "hi", {}}, {"assistant", "yes", {}}, {"user", "and?", {}}};
-  for (TemplateFamily f :
-       {TemplateFamily::kChatml, TemplateFamily::kQwen3, TemplateFamily::kQwen35,
-        TemplateFamily::kLlama3, TemplateFamily::kMistral, TemplateFamily::kGemma,
-        TemplateFamily::kPhi3}) {
+  for (TemplateFamily f : kAllFamilies) {
     SCOPED_TRACE(std::string(FamilyName(f)));
     const MessageMarkers m = MessageStartMarkers(f);
     ASSERT_FALSE(m.texts.empty());
@@ -220,7 +218,12 @@ TEST(RenderTest, MessagesBeginWithTheFamilysMarkers) {
     auto without = Render(f, chat, Opts(false));
     auto with = Render(f, chat, Opts(true));
     ASSERT_TRUE(without.ok() && with.ok());
-    const size_t messages = f == TemplateFamily::kMistral ? 2 : f == TemplateFamily::kGemma ? 3 : 4;
+    // Mistral and Gemma merge the system prompt into the first user turn;
+    // harmony writes its own system message before the system prompt's.
+    const size_t messages = f == TemplateFamily::kMistral ? 2
+                            : f == TemplateFamily::kGemma ? 3
+                            : f == TemplateFamily::kHarmony ? 5
+                                                            : 4;
     EXPECT_EQ(count(*without), messages) << *without;
     EXPECT_EQ(count(*with), messages + (m.in_generation_prompt ? 1 : 0)) << *with;
   }
@@ -234,6 +237,46 @@ TEST(RenderTest, EndOfTurnStrings) {
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kMistral).front(), "</s>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kGemma).front(), "<end_of_turn>");
   EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kPhi3).front(), "<|end|>");
+  // Harmony's <|end|> ends a message of the reply, not the reply.
+  EXPECT_EQ(EndOfTurnStrings(TemplateFamily::kHarmony),
+            (std::vector<std::string>{"<|return|>", "<|call|>"}));
+}
+
+TEST(RenderTest, HarmonyWritesItsSystemMessageAndTheFinalChannel) {
+  const std::vector<ChatMessage> msgs = {
+      {"system", "Be brief.", {}}, {"user", "Hi", {}}, {"assistant", "Hello.", {}}};
+  RenderOptions o = Opts(false);
+  o.current_date = "2026-01-15";
+  const std::string system =
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+      "Knowledge cutoff: 2024-06\nCurrent date: 2026-01-15\n\nReasoning: medium\n\n"
+      "# Valid channels: analysis, commentary, final. Channel must be included for every "
+      "message.<|end|>";
+  const std::string chat =
+      "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
+      "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello.";
+  // The chat ends with the reply: <|return|>; a generation prompt follows an <|end|>.
+  EXPECT_EQ(MustRender(TemplateFamily::kHarmony, msgs, o), system + chat + "<|return|>");
+  o.add_generation_prompt = true;
+  EXPECT_EQ(MustRender(TemplateFamily::kHarmony, msgs, o),
+            system + chat + "<|end|><|start|>assistant");
+  // No date: the line is left out; the reasoning effort is the caller's.
+  RenderOptions high = Opts(true);
+  high.reasoning_effort = "high";
+  const std::string r = MustRender(TemplateFamily::kHarmony, {{"user", "Hi", {}}}, high);
+  EXPECT_NE(r.find("Knowledge cutoff: 2024-06\nReasoning: high\n\n"), std::string::npos) << r;
+  EXPECT_EQ(r.find("developer"), std::string::npos) << r;
+}
+
+TEST(RenderTest, HarmonyDropsAnEmptySystemPromptAndLaterSystemMessages) {
+  const std::vector<ChatMessage> msgs = {
+      {"system", "", {}}, {"user", "U1", {}}, {"system", "late", {}}, {"user", "U2", {}}};
+  const std::string r = MustRender(TemplateFamily::kHarmony, msgs, Opts(true));
+  EXPECT_EQ(r.find("developer"), std::string::npos) << r;
+  EXPECT_EQ(r.find("late"), std::string::npos) << r;
+  EXPECT_TRUE(r.ends_with("<|start|>user<|message|>U1<|end|><|start|>user<|message|>U2<|end|>"
+                          "<|start|>assistant"))
+      << r;
 }
 
 // ---------------------------------------------------------------------------
@@ -324,6 +367,19 @@ TEST(RenderErrorTest, Qwen35NeedsAUserQuery) {
   }
 }
 
+// gpt-oss's template raises on a reply passed back with its channel headers.
+TEST(RenderErrorTest, HarmonyRefusesChannelTagsInAnAssistantsContent) {
+  const std::vector<ChatMessage> msgs = {
+      {"user", "U1", {}},
+      {"assistant", "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final"
+                    "<|message|>A1", {}},
+      {"user", "U2", {}}};
+  Result<std::string> r = Render(TemplateFamily::kHarmony, msgs, RenderOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("message 1"), std::string::npos) << r.status().message();
+}
+
 // The official templates would silently drop the system prompt here; we refuse.
 TEST(RenderErrorTest, SystemWithoutUserIsRejectedWhereItMerges) {
   const std::vector<ChatMessage> msgs = {{"system", "S", {}}};
@@ -387,17 +443,39 @@ void ExpectPropertiesBC(TemplateFamily f, const std::vector<ChatMessage>& conv,
   }
 }
 
-TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptTheQwenThinkingOnes) {
+TEST(PrefixPropertyTest, HoldsForEveryFamilyExceptTheQwenThinkingOnesAndHarmony) {
   const std::vector<ChatMessage> conv = Conversation();
   for (TemplateFamily f : kAllFamilies) {
-    // qwen3 and qwen3.5 give a final reply a think block that later turns drop.
+    // qwen3 and qwen3.5 give a final reply a think block that later turns
+    // drop; harmony ends it with <|return|>, later turns with <|end|>.
+    const bool harmony = f == TemplateFamily::kHarmony;
     const bool qwen = f == TemplateFamily::kQwen3 || f == TemplateFamily::kQwen35;
-    ExpectPropertyA(f, conv, /*holds=*/!qwen);
+    ExpectPropertyA(f, conv, /*holds=*/!qwen && !harmony);
     // Mistral writes " " + reply in the history; its prompt ends with " [/INST]".
     const std::string lead = f == TemplateFamily::kMistral ? " " : "";
-    // qwen3.5's generation prompt opens a think block that the history lacks.
+    // qwen3.5's generation prompt opens a think block that the history lacks;
+    // harmony's history writes the reply in the final channel, closed by
+    // <|end|>, which is none of its end-of-turn strings.
     const bool qwen35 = f == TemplateFamily::kQwen35;
-    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/!qwen35, /*c_holds=*/!qwen35);
+    ExpectPropertiesBC(f, conv, Opts(true, true), lead, /*b_holds=*/!qwen35 && !harmony,
+                       /*c_holds=*/!qwen35);
+  }
+}
+
+// Harmony: the prompt, then the reply as the history keeps it (its final
+// message, closed by <|end|>), is a prefix of the next turn.
+TEST(PrefixPropertyTest, HarmonyHistoryKeepsTheFinalMessage) {
+  RenderOptions o = Opts(true);
+  o.current_date = "2026-01-15";
+  const std::vector<ChatMessage> conv = Conversation();
+  ExpectPropertiesBC(TemplateFamily::kHarmony, conv, o, "<|channel|>final<|message|>",
+                     /*b_holds=*/false, /*c_holds=*/true);
+  for (size_t end_u = 2; end_u + 2 < conv.size(); end_u += 2) {
+    const std::string prompt = MustRender(TemplateFamily::kHarmony, Head(conv, end_u), o);
+    const std::string next = MustRender(TemplateFamily::kHarmony, Head(conv, end_u + 2), o);
+    EXPECT_TRUE(
+        StartsWith(next, prompt + "<|channel|>final<|message|>" + conv[end_u].content + "<|end|>"))
+        << next;
   }
 }
 

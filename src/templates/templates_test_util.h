@@ -20,7 +20,7 @@ using json = nlohmann::json;  // the tests read jinja2 goldens
 constexpr TemplateFamily kAllFamilies[] = {TemplateFamily::kChatml,  TemplateFamily::kQwen3,
                                            TemplateFamily::kQwen35,  TemplateFamily::kLlama3,
                                            TemplateFamily::kMistral, TemplateFamily::kGemma,
-                                           TemplateFamily::kPhi3};
+                                           TemplateFamily::kPhi3,    TemplateFamily::kHarmony};
 
 inline json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -51,6 +51,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
   return "none";
 }
 
+bool FormatCarriesReasoning(ToolCallFormat format) { return format == ToolCallFormat::kHarmony; }
+
 // Most specific first: several families share <tool_call> or <function=.
 ToolCallFormat DetectToolCallFormat(std::string_view t) {
   if (Has(t, "<|channel|>") && Has(t, "<|message|>")) return ToolCallFormat::kHarmony;

@@ -69,4 +69,9 @@ std::string_view ToolCallFormatName(ToolCallFormat format);
 // take no tools).
 ToolCallFormat DetectToolCallFormat(std::string_view jinja_template);
 
+// The syntax carries the reply's reasoning itself (kHarmony: the analysis
+// channel), so its parser splits reasoning from content in every reply,
+// with tools or without (tool_calls.h: parse_calls false).
+bool FormatCarriesReasoning(ToolCallFormat format);
+
 }  // namespace mx::toolcalls

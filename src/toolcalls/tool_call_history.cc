@@ -57,6 +57,9 @@ HistoryForm DetectHistoryForm(std::string_view t) {
   f.string_arguments = concatenates && !tests_string;
   f.keep_null_content = Has(t, "== 'assistant' and message['content'] is none") ||
                         Has(t, "== 'assistant' and message['content'] is not none");
+  f.reasoning_as_thinking = Has(t, "message.thinking") || Has(t, "message['thinking']") ||
+                            Has(t, "message[\"thinking\"]");
+  f.thinking_or_content = f.reasoning_as_thinking && Has(t, "message.content and message.thinking");
   return f;
 }
 
@@ -65,18 +68,32 @@ Value NormalizeToolCallHistory(const Value& messages, HistoryForm form) {
   ValueList out;
   out.reserve(messages.as_list().size());
   for (const Value& m : messages.as_list()) {
-    const Value* calls = m.Field("tool_calls");
-    if (calls == nullptr || !calls->is_sequence() || calls->as_list().empty()) {
+    if (!m.is_dict()) {
       out.push_back(m);
       continue;
     }
-    ValueList new_calls;
-    for (const Value& c : calls->as_list())
-      new_calls.push_back(NormalizeCall(c, form.string_arguments));
-    Value msg = With(m.as_dict(), "tool_calls", Value::List(std::move(new_calls)));
-    const Value* content = msg.as_dict().Find("content");
-    if (!form.keep_null_content && content != nullptr && content->is_none()) {
-      msg = With(msg.as_dict(), "content", Value::String(""));
+    Value msg = m;
+    const Value* calls = m.Field("tool_calls");
+    const bool has_calls = calls != nullptr && calls->is_sequence() && !calls->as_list().empty();
+    const Value* role = m.Field("role");
+    const Value* reasoning = m.Field("reasoning_content");
+    if (form.reasoning_as_thinking && role != nullptr && role->is_string() &&
+        role->as_string() == "assistant" && reasoning != nullptr && reasoning->is_string() &&
+        !reasoning->as_string().empty() && m.as_dict().Find("thinking") == nullptr) {
+      msg = With(msg.as_dict(), "thinking", *reasoning);
+      if (form.thinking_or_content && has_calls) {
+        msg = With(msg.as_dict(), "content", Value::String(""));
+      }
+    }
+    if (has_calls) {
+      ValueList new_calls;
+      for (const Value& c : calls->as_list())
+        new_calls.push_back(NormalizeCall(c, form.string_arguments));
+      msg = With(msg.as_dict(), "tool_calls", Value::List(std::move(new_calls)));
+      const Value* content = msg.as_dict().Find("content");
+      if (!form.keep_null_content && content != nullptr && content->is_none()) {
+        msg = With(msg.as_dict(), "content", Value::String(""));
+      }
     }
     out.push_back(std::move(msg));
   }

@@ -13,6 +13,12 @@
 // Functionary v3.2 concatenate the arguments as a string, and the R1 distills
 // render the calls only when content is null. docs/tool_calls.md lists them.
 //
+// An assistant message's reasoning comes back as `reasoning_content` (what
+// the server answers, and what Qwen 3 / 3.5, GLM, DeepSeek and Gemma 4
+// templates read), but gpt-oss's and LFM2.5's templates read `thinking`: given
+// only `reasoning_content`, they drop the reasoning, and gpt-oss loses the
+// analysis that led to a tool call.
+//
 // Pure functions; thread-safe.
 #pragma once
 
@@ -25,6 +31,10 @@ namespace mx::toolcalls {
 struct HistoryForm {
   bool string_arguments = false;   // the template wants `arguments` as a JSON string
   bool keep_null_content = false;  // the template tests an assistant's content for none
+  bool reasoning_as_thinking = false;  // the template reads the reasoning as `thinking`
+  // The template refuses a tool-call message with both content and thinking
+  // (gpt-oss: "Cannot pass both content and thinking ...").
+  bool thinking_or_content = false;
 };
 
 // What `jinja_template` (its source) wants, from its text.
@@ -34,9 +44,14 @@ HistoryForm DetectHistoryForm(std::string_view jinja_template);
 // `function.arguments` in the form `form` asks for: a string holding a JSON
 // object becomes that object (or, for string_arguments, an object becomes its
 // json.dumps text), and, unless keep_null_content, a null `content` of an
-// assistant message with tool calls becomes "". Anything else (arguments
-// that are not JSON, messages of other shapes) is left as it is. A value that
-// is not a list is returned unchanged.
+// assistant message with tool calls becomes "". With reasoning_as_thinking,
+// an assistant message's non-empty string `reasoning_content` is also given
+// as `thinking` (unless the message has a `thinking` of its own); with
+// thinking_or_content too, a tool-call message that so gets a thinking has
+// its content made "" (the thinking is the analysis the template renders
+// before the call; llama.cpp does the same). Anything else (arguments that
+// are not JSON, messages of other shapes) is left as it is. A value that is
+// not a list is returned unchanged.
 jinja::Value NormalizeToolCallHistory(const jinja::Value& messages, HistoryForm form);
 
 }  // namespace mx::toolcalls

@@ -36,6 +36,7 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 struct ToolCallStream::Impl {
   const FormatSpec& spec;
   const ToolSchemas* schemas;
+  const bool parse_calls;  // false: a block with calls is text
   std::string buf;       // text not yet released
   bool pending = false;  // buf starts with a marker whose block is not decided
   size_t marker_len = 0;
@@ -47,7 +48,8 @@ struct ToolCallStream::Impl {
   int n_calls = 0;
   bool finished = false;
 
-  Impl(ToolCallFormat format, const ToolSchemas* s) : spec(internal::SpecFor(format)), schemas(s) {}
+  Impl(ToolCallFormat format, const ToolSchemas* s, bool calls)
+      : spec(internal::SpecFor(format)), schemas(s), parse_calls(calls) {}
 
   void Text(std::string_view text, std::vector<ToolCallEvent>* out) const {
     if (text.empty()) return;
@@ -146,6 +148,16 @@ struct ToolCallStream::Impl {
           b.status = BlockStatus::kMalformed;
         }
         pending = false;
+        if (b.status == BlockStatus::kComplete && !b.calls.empty() && !parse_calls) {
+          // Without calls, a call is text, as it was written.
+          Text(held_space, out);
+          held_space.clear();
+          Text(std::string_view(buf).substr(0, b.end), out);
+          buf.erase(0, b.end);
+          start = false;
+          after_call = false;
+          continue;
+        }
         if (b.status == BlockStatus::kComplete) {
           if (!b.trim) Text(held_space, out);
           held_space.clear();
@@ -202,8 +214,9 @@ struct ToolCallStream::Impl {
   }
 };
 
-ToolCallStream::ToolCallStream(ToolCallFormat format, const ToolSchemas* schemas)
-    : impl_(std::make_unique<Impl>(format, schemas)) {}
+ToolCallStream::ToolCallStream(ToolCallFormat format, const ToolSchemas* schemas,
+                               bool parse_calls)
+    : impl_(std::make_unique<Impl>(format, schemas, parse_calls)) {}
 ToolCallStream::~ToolCallStream() = default;
 
 std::vector<ToolCallEvent> ToolCallStream::Feed(std::string_view text) {
@@ -225,8 +238,8 @@ std::vector<ToolCallEvent> ToolCallStream::Finish() {
 int ToolCallStream::calls() const { return impl_->n_calls; }
 
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
-                               const ToolSchemas* schemas) {
-  ToolCallStream stream(format, schemas);
+                               const ToolSchemas* schemas, bool parse_calls) {
+  ToolCallStream stream(format, schemas, parse_calls);
   std::vector<ToolCallEvent> events = stream.Feed(text);
   std::vector<ToolCallEvent> rest = stream.Finish();
   events.insert(events.end(), std::make_move_iterator(rest.begin()),

@@ -160,6 +160,28 @@ TEST(ToolCallStreamTest, HarmonyReasoningIsStreamed) {
   EXPECT_EQ(ev[0].text, "Thinking");
 }
 
+// Without calls, every split of a harmony reply with a call gives the whole
+// text's parse: reasoning split off, the call left in the content.
+TEST(ToolCallStreamTest, WithoutCallsEverySplitAgreesWithTheWholeText) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant to=functions.f<|channel|>"
+      "commentary json<|message|>{\"a\": [1, 2]}<|call|>";
+  const ParsedToolCalls whole = ParseToolCalls(F::kHarmony, text, nullptr, /*parse_calls=*/false);
+  EXPECT_EQ(whole.reasoning, "Think.");
+  EXPECT_EQ(whole.content,
+            "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>"
+            "{\"a\": [1, 2]}");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    ToolCallStream s(F::kHarmony, nullptr, /*parse_calls=*/false);
+    ParsedToolCalls r;
+    testing::Fold(s.Feed(std::string_view(text).substr(0, cut)), &r);
+    testing::Fold(s.Feed(std::string_view(text).substr(cut)), &r);
+    testing::Fold(s.Finish(), &r);
+    EXPECT_TRUE(testing::SameResult(r, whole)) << "cut at " << cut << ": " << r.content;
+    EXPECT_EQ(s.calls(), 0);
+  }
+}
+
 TEST(ToolCallStreamTest, LongArgumentsAreNotRescannedPerPiece) {
   // 200 KB of arguments fed one byte at a time stays fast enough for a unit
   // test only if blocks are not re-parsed on every byte.

@@ -26,6 +26,12 @@
 // Call ids: the model's own id where its syntax has one (Mistral, Kimi); else
 // the caller makes one, with MakeToolCallId.
 //
+// Without calls (parse_calls false: a chat with no tools to call, or
+// tool_choice "none"), a call the model writes anyway is not a call: its text
+// stays in the content as it was written, markers included. The rest of the
+// syntax is still read: kHarmony's channels (analysis -> reasoning, final and
+// commentary -> content).
+//
 // Thread-safety: ToolSchemas is immutable after construction; a ToolCallStream
 // is one reply's and not thread-safe; the free functions are thread-safe.
 #pragma once
@@ -99,14 +105,16 @@ struct ToolCallEvent {
 };
 
 // The reply `text` parsed. schemas: may be null (every parameter kUnknown);
-// borrowed for the call.
+// borrowed for the call. parse_calls: false leaves calls in the content.
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
-                               const ToolSchemas* schemas = nullptr);
+                               const ToolSchemas* schemas = nullptr, bool parse_calls = true);
 
 class ToolCallStream {
  public:
-  // schemas: may be null; borrowed, must outlive the stream.
-  explicit ToolCallStream(ToolCallFormat format, const ToolSchemas* schemas = nullptr);
+  // schemas: may be null; borrowed, must outlive the stream. parse_calls:
+  // false leaves calls in the content (calls() stays 0).
+  explicit ToolCallStream(ToolCallFormat format, const ToolSchemas* schemas = nullptr,
+                          bool parse_calls = true);
   ~ToolCallStream();
   ToolCallStream(const ToolCallStream&) = delete;
   ToolCallStream& operator=(const ToolCallStream&) = delete;

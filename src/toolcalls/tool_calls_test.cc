@@ -202,6 +202,44 @@ TEST(HarmonyTest, BuiltinRecipientAndBadArgumentsAreContent) {
   EXPECT_EQ(ParseToolCalls(F::kHarmony, bad).content, bad);
 }
 
+// A gpt-oss chat without tools (or with tool_choice "none"): the channels are
+// still split, and a call the model writes anyway stays content, verbatim.
+TEST(HarmonyTest, WithoutCallsTheChannelsAreSplitAndACallStaysContent) {
+  const auto answer = ParseToolCalls(F::kHarmony,
+                                     "<|channel|>analysis<|message|>Just answer.<|end|><|start|>"
+                                     "assistant<|channel|>final<|message|>Hello there.",
+                                     nullptr, /*parse_calls=*/false);
+  EXPECT_EQ(answer.reasoning, "Just answer.");
+  EXPECT_EQ(answer.content, "Hello there.");
+  EXPECT_TRUE(answer.calls.empty());
+
+  const std::string call =
+      "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+      "<|message|>{\"city\": \"Paris\"}";
+  const auto r = ParseToolCalls(
+      F::kHarmony, "<|channel|>analysis<|message|>Need the weather.<|end|>" + call + "<|call|>",
+      &WeatherSchemas(), /*parse_calls=*/false);
+  EXPECT_EQ(r.reasoning, "Need the weather.");
+  EXPECT_EQ(r.content, call);
+  EXPECT_TRUE(r.calls.empty());
+  // The recipient in the role, at the start of the reply.
+  const std::string in_role = " to=functions.f<|channel|>commentary json<|message|>{\"a\": 1}";
+  EXPECT_EQ(ParseToolCalls(F::kHarmony, in_role, nullptr, false).content, in_role);
+  // With calls, the same texts are calls.
+  EXPECT_EQ(Calls(ParseToolCalls(F::kHarmony, in_role)), R"(f({"a":1}))");
+}
+
+// Every family: without calls, a reply with a call is all content, as written.
+TEST(ToolCallsTest, WithoutCallsACallIsTextInEveryFamily) {
+  const std::string hermes =
+      "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_EQ(ParseToolCalls(F::kHermes, hermes, nullptr, false).content, hermes);
+  const std::string mistral = "[TOOL_CALLS]a[ARGS]{\"x\": 1}";
+  const auto r = ParseToolCalls(F::kMistralArgs, mistral, nullptr, false);
+  EXPECT_EQ(r.content, mistral);
+  EXPECT_TRUE(r.calls.empty());
+}
+
 TEST(DeepSeekTest, R1) {
   const auto r = ParseToolCalls(
       F::kDeepSeekR1,

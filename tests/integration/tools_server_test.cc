@@ -315,6 +315,120 @@ TEST_F(ToolsServerTest, HarmonyChannelsBecomeReasoningToolCallsAndContentWholeAn
   }
 }
 
+// A gpt-oss chat without tools, or with tool_choice "none", comes back split
+// all the same: analysis -> reasoning_content, final -> content, whole and
+// streamed. A call the model writes with no tools to call is not a call: its
+// text stays content as written (no tool_calls, finish_reason "stop").
+// reasoning_format "none" gives the text as written.
+TEST_F(ToolsServerTest, HarmonyRepliesAreSplitWithoutToolsToo) {
+  const std::string thinking = "Just answer.";
+  const std::string answer = "Hello there.";
+  const std::string reply = "<|channel|>analysis<|message|>" + thinking +
+                            "<|end|><|start|>assistant<|channel|>final<|message|>" + answer;
+  const std::string call =
+      "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+      "<|message|>{\"city\": \"Oslo\", \"unit\": \"celsius\"}";
+  struct Case {
+    std::string text, content;
+  };
+  const Case cases[] = {{reply, answer},
+                        {reply + "<|return|>", answer},
+                        {"<|channel|>analysis<|message|>" + thinking + "<|end|>" + call + "<|call|>",
+                         call}};
+  for (const bool tools : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(tools ? "tool_choice none" : "no tools") + ": " + c.text);
+      Json body = Body("gptoss", tools);
+      if (tools) body["tool_choice"] = "none";
+      body["temperature"] = 0;
+      body["grammar"] = "root ::= " + Json(c.text).dump();
+      Reply r = Chat(body);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      const Json& choice = r.body["choices"][0];
+      EXPECT_EQ(choice["finish_reason"], "stop") << r.raw;
+      EXPECT_EQ(choice["message"]["content"], c.content) << r.raw;
+      EXPECT_EQ(choice["message"]["reasoning_content"], thinking) << r.raw;
+      EXPECT_FALSE(choice["message"].contains("tool_calls")) << r.raw;
+
+      const Streamed s = Stream(body);
+      EXPECT_TRUE(s.done);
+      EXPECT_EQ(s.finish, "stop");
+      EXPECT_EQ(s.reasoning, thinking);
+      EXPECT_EQ(s.content, c.content);
+      EXPECT_TRUE(s.calls.empty()) << s.calls.dump();
+      // The reasoning first, then the content, each as it is written.
+      const size_t first_content = s.order.find('c');
+      EXPECT_GT(first_content, 1u) << s.order;
+      EXPECT_EQ(s.order.find_first_not_of('r'), first_content) << s.order;
+      EXPECT_EQ(s.order.find_first_not_of('c', first_content), std::string::npos) << s.order;
+    }
+  }
+  Json body = Body("gptoss", false);
+  body["temperature"] = 0;
+  body["grammar"] = "root ::= " + Json(reply).dump();
+  body["reasoning_format"] = "none";
+  Reply r = Chat(body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], reply) << r.raw;
+  EXPECT_FALSE(r.body["choices"][0]["message"].contains("reasoning_content")) << r.raw;
+  const Streamed s = Stream(body);
+  EXPECT_EQ(s.content, reply);
+  EXPECT_EQ(s.reasoning, "");
+}
+
+// A past reply's reasoning_content (what this server answers) reaches each
+// template under the name it reads: gpt-oss's `thinking`, so the analysis
+// that led to a call is in the prompt, and Qwen 3's reasoning_content.
+TEST_F(ToolsServerTest, PastReasoningReachesTheTemplateUnderTheNameItReads) {
+  const std::string thinking = "The user asks for the weather in Oslo. I should call get_weather.";
+  Json body = Body("gptoss");
+  body["messages"] = Json::parse(R"([
+    {"role":"user","content":"What is the weather in Oslo?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  body["messages"][1]["reasoning_content"] = thinking;
+  Reply t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find(
+                "<|start|>user<|message|>What is the weather in Oslo?<|end|><|start|>assistant"
+                "<|channel|>analysis<|message|>" +
+                thinking + "<|end|><|start|>assistant to=functions.get_weather<|channel|>"),
+            std::string::npos)
+      << t.raw;
+  // With a preamble in the content too (the template takes one or the other,
+  // and refuses both): the reasoning is the analysis.
+  body["messages"][1]["content"] = "Let me check.";
+  t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("<|channel|>analysis<|message|>" + thinking),
+            std::string::npos)
+      << t.raw;
+  body["max_tokens"] = 4;
+  EXPECT_EQ(Chat(body).status, 200);
+
+  body["model"] = "qwen3";
+  body["messages"][1]["content"] = nullptr;
+  t = Post(port(), "/apply-template", body.dump());
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("<|im_start|>assistant\n<think>\n" + thinking +
+                                                     "\n</think>\n\n<tool_call>"),
+            std::string::npos)
+      << t.raw;
+}
+
+// gpt-oss's template is recognised as the harmony family (message markers
+// <|start|>, stop strings <|return|> and <|call|>), not ChatML's fallback.
+TEST_F(ToolsServerTest, GptOssTemplateIsTheHarmonyFamily) {
+  Json body = Body("gptoss", false);
+  body["max_tokens"] = 1;
+  ASSERT_EQ(Chat(body).status, 200);
+  const std::string log = ReadFile(*dir_ + "/server.log");
+  EXPECT_NE(log.find("loaded model gptoss from"), std::string::npos) << log;
+  EXPECT_NE(log.find("chat template family harmony)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("gptoss.gguf: chat template family not recognised"), std::string::npos) << log;
+}
+
 TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
   auto prompt_tokens = [&](Json body) {
     body["max_tokens"] = 1;
