@@ -472,7 +472,8 @@ TEST(StateMemoryTest, LargeCopiesAndGrowthOnThreadsKeepEveryRow) {
 // scale the keys again (YaRN's and phi3's attention factor).
 TEST(RemoveSpanTest, Layer0KeysMatchAFreshReadAtTheNewPositions) {
   for (const std::string name : {"tiny-llama", "tiny-qwen3", "tiny-llama31", "tiny-qwen3-yarn",
-                                 "tiny-phi3", "tiny-smollm3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss"}) {
+                                 "tiny-phi3", "tiny-smollm3", "tiny-gemma3", "tiny-qwen3moe",
+                                 "tiny-gpt-oss"}) {
     SCOPED_TRACE(name);
     auto model = Model::Load(Env::Default(), RefModelPath(name), {.progress = nullptr, .prefault = false});
     ASSERT_TRUE(model.ok());
