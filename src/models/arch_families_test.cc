@@ -423,5 +423,44 @@ TEST(MoeKeysTest, KeysLlamaCppIgnoresChangeNothingAndTheOnesItReadsDo) {
   EXPECT_EQ((*scalar)->config().layers[2].window, 0);
 }
 
+// One merged ffn_gate_up_exps tensor (each expert's gate rows, then its up
+// rows) in place of ffn_gate_exps and ffn_up_exps gives the same model.
+TEST(MoeKeysTest, AMergedGateUpTensorGivesTheSameLogits) {
+  auto ref = gguf::GgufFile::Open(Env::Default(), RefPath("tiny-qwen3moe"));
+  ASSERT_TRUE(ref.ok());
+  const std::string path = EditedCopy(
+      "tiny-qwen3moe", "qwen3moe-gate-up.gguf",
+      [&](gguf::GgufWriter& w) {
+        for (int64_t l = 0; l < 4; ++l) {
+          const std::string g = "blk." + std::to_string(l) + ".ffn_gate_exps.weight";
+          const std::string u = "blk." + std::to_string(l) + ".ffn_up_exps.weight";
+          const gguf::TensorInfo* gt = (*ref)->FindTensor(g);
+          const gguf::TensorInfo* ut = (*ref)->FindTensor(u);
+          ASSERT_NE(gt, nullptr);
+          ASSERT_NE(ut, nullptr);
+          const size_t per = gt->n_bytes / 8;  // one expert's rows
+          std::string merged;
+          for (size_t e = 0; e < 8; ++e) {
+            merged.append(reinterpret_cast<const char*>(gt->data) + e * per, per);
+            merged.append(reinterpret_cast<const char*>(ut->data) + e * per, per);
+          }
+          ASSERT_TRUE(w.AddTensor("blk." + std::to_string(l) + ".ffn_gate_up_exps.weight",
+                                  gt->type, {64, 64, 8}, merged)
+                          .ok());
+        }
+      },
+      {},
+      {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.1.ffn_gate_exps.weight",
+       "blk.1.ffn_up_exps.weight", "blk.2.ffn_gate_exps.weight", "blk.2.ffn_up_exps.weight",
+       "blk.3.ffn_gate_exps.weight", "blk.3.ffn_up_exps.weight"});
+  auto base = Load(RefPath("tiny-qwen3moe"));
+  auto merged = Load(path);
+  ASSERT_TRUE(base.ok());
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  // The merged tensor is bound twice (gate and up halves) and counted once.
+  EXPECT_EQ((*merged)->weight_bytes(), (*base)->weight_bytes());
+  EXPECT_TRUE(BitEqual(Logits(**merged), Logits(**base)));
+}
+
 }  // namespace
 }  // namespace mx::models

@@ -91,7 +91,7 @@ Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights&
   }
   MX_ASSIGN_OR_RETURN(w.bo, b.Vec(Blk(i, "attn_output.bias"), {c.n_embd}));
   MX_ASSIGN_OR_RETURN(w.attn_sinks, b.Vec(Blk(i, "attn_sinks.weight"), {lc.n_head}));
-  return BindMoe(b, c, i, "post_attention_norm.weight", w);
+  return BindFfn(b, c, i, "post_attention_norm.weight", w);
 }
 
 }  // namespace

@@ -32,23 +32,19 @@ Status ConfigureNemotronHLayers(const gguf::GgufFile& f, ModelConfig& c) {
   return config_keys::ReadSsmSizes(f, ArchName(c.arch), c);
 }
 
-namespace {
-
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+Status BindNemotronHLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
   switch (c.layers[static_cast<size_t>(i)].mixer) {
     case Mixer::kMamba2:
       return BindMamba2(b, c, i, w);
     case Mixer::kAttention:
       return BindAttention(b, c, i, w);
     default:
-      return BindFfn(b, c, i, "attn_norm.weight", w);  // the MLP layer's one norm
+      return BindFfn(b, c, i, "attn_norm.weight", w);  // the MLP (or MoE) layer's one norm
   }
 }
 
-}  // namespace
-
 const Architecture kNemotronHArchitecture = {Arch::kNemotronH, "nemotron_h",
-                                             ConfigureNemotronHLayers, BindLayer,
+                                             ConfigureNemotronHLayers, BindNemotronHLayer,
     "Nemotron-H (Mamba2 + attention hybrid)",
     "tiny-hybrid-nemotron_h"};
 

@@ -39,21 +39,10 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
   return Status::Ok();
 }
 
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  switch (c.layers[static_cast<size_t>(i)].mixer) {
-    case Mixer::kMamba2:
-      return BindMamba2(b, c, i, w);
-    case Mixer::kAttention:
-      return BindAttention(b, c, i, w);
-    default:
-      return BindMoe(b, c, i, "attn_norm.weight", w);  // the expert layer's one norm
-  }
-}
-
 }  // namespace
 
 const Architecture kNemotronHMoeArchitecture = {Arch::kNemotronHMoe, "nemotron_h_moe", Configure,
-                                                BindLayer,
+                                                BindNemotronHLayer,
     "Nemotron 3 Nano 30B-A3B",
     "tiny-nemotron_h_moe, every routing decision"};
 

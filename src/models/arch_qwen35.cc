@@ -78,22 +78,17 @@ Status ConfigureQwen35Layers(const gguf::GgufFile& f, ModelConfig& c) {
   return config_keys::ReadSsmSizes(f, arch, c);
 }
 
-Status BindQwen35Mixer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  if (c.layers[static_cast<size_t>(i)].mixer == Mixer::kDeltaNet) return BindDeltaNet(b, c, i, w);
-  return BindAttention(b, c, i, w);
-}
-
-namespace {
-
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  MX_RETURN_IF_ERROR(BindQwen35Mixer(b, c, i, w));
+Status BindQwen35Layer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
+  if (c.layers[static_cast<size_t>(i)].mixer == Mixer::kDeltaNet) {
+    MX_RETURN_IF_ERROR(BindDeltaNet(b, c, i, w));
+  } else {
+    MX_RETURN_IF_ERROR(BindAttention(b, c, i, w));
+  }
   return BindFfn(b, c, i, "post_attention_norm.weight", w);
 }
 
-}  // namespace
-
 const Architecture kQwen35Architecture = {Arch::kQwen35, "qwen35", ConfigureQwen35Layers,
-                                          BindLayer,
+                                          BindQwen35Layer,
     "Qwen 3.5 dense models (Gated DeltaNet + gated attention), with their vision projector",
     "tiny-qwen35, tiny-qwen35-vision"};
 

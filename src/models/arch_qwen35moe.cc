@@ -26,14 +26,10 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
   return Status::Ok();
 }
 
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  MX_RETURN_IF_ERROR(BindQwen35Mixer(b, c, i, w));
-  return BindMoe(b, c, i, "post_attention_norm.weight", w);
-}
-
 }  // namespace
 
-const Architecture kQwen35MoeArchitecture = {Arch::kQwen35Moe, "qwen35moe", Configure, BindLayer,
+const Architecture kQwen35MoeArchitecture = {Arch::kQwen35Moe, "qwen35moe", Configure,
+                                             BindQwen35Layer,
     "Qwen 3.5 mixtures of experts (35B-A3B and larger)",
     "tiny-qwen35moe, every routing decision"};
 

@@ -28,14 +28,9 @@ Status Configure(const gguf::GgufFile& f, ModelConfig& c) {
   return Status::Ok();
 }
 
-Status BindLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w) {
-  MX_RETURN_IF_ERROR(BindAttention(b, c, i, w));
-  return BindMoe(b, c, i, "ffn_norm.weight", w);
-}
-
 }  // namespace
 
-const Architecture kQwen3MoeArchitecture = {Arch::kQwen3Moe, "qwen3moe", Configure, BindLayer,
+const Architecture kQwen3MoeArchitecture = {Arch::kQwen3Moe, "qwen3moe", Configure, BindDenseLayer,
     "Qwen3-30B-A3B, Qwen3-Coder-30B-A3B, Qwen3-235B-A22B",
     "tiny-qwen3moe (F32, Q8_0), every routing decision"};
 

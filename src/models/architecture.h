@@ -50,11 +50,12 @@ void ConfigureDenseLayers(ModelConfig& c, kernels::RopeMode mode);
 Status BindDenseLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 
 // The hybrid trunks their mixture-of-experts variants share
-// (arch_qwen35.cc, arch_nemotron_h.cc): every layer's mixer and, for the
-// dense variant, its FFN.
+// (arch_qwen35.cc, arch_nemotron_h.cc): every layer's mixer and FFN (the
+// variant then turns the FFNs into Ffn::kMoe; BindFfn binds either).
 Status ConfigureQwen35Layers(const gguf::GgufFile& f, ModelConfig& c);
-Status BindQwen35Mixer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
+Status BindQwen35Layer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 Status ConfigureNemotronHLayers(const gguf::GgufFile& f, ModelConfig& c);
+Status BindNemotronHLayer(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 
 // The families (arch_*.cc).
 extern const Architecture kLlamaArchitecture;

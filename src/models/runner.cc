@@ -51,6 +51,7 @@ Runner::Runner(const Model& model, const RunnerOptions& options,
     if (lc.has_attention() && lc.n_kv_head > 0) max_group = std::max(max_group, lc.n_head / lc.n_kv_head);
   }
   tile_tokens_ = std::max(1, kernels::kAttentionRowTile / max_group);
+  if (model_.config().moe.n_expert > 0) router_ = std::make_unique<MoeRouter>(model_.config().moe);
 }
 
 Runner::~Runner() = default;

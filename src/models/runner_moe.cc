@@ -55,7 +55,6 @@ void Runner::MoeBlock(size_t layer, int64_t n) {
   kernels::MatMul(w.router, h_.data(), e, n, moe_logits_.data(), ne, &pool_);
   moe_experts_.resize(static_cast<size_t>(n * k));
   moe_weights_.resize(static_cast<size_t>(n * k));
-  if (router_ == nullptr) router_ = std::make_unique<MoeRouter>(m);
   for (int64_t t = 0; t < n; ++t) {
     float* l = &moe_logits_[static_cast<size_t>(t * ne)];
     if (!w.router_bias.empty()) kernels::Add(w.router_bias.data(), ne, l);

@@ -57,10 +57,7 @@ Result<Matrix> WeightBinder::MatOf(const std::string& name, std::vector<int64_t>
   m.n_cols = n_in;
   m.n_rows = n_out;
   m.row_bytes = RowBytes(t->type, n_in);
-  if (std::find(counted_.begin(), counted_.end(), t) == counted_.end()) {
-    counted_.push_back(t);
-    bytes_ += t->n_bytes;
-  }
+  if (counted_.insert(t).second) bytes_ += t->n_bytes;
   const size_t align = kernels::FastRowAlignment(t->type);
   if (align > 1 && n_out > 0 &&
       (reinterpret_cast<uintptr_t>(m.data) % align != 0 || m.row_bytes % align != 0)) {
@@ -216,19 +213,11 @@ Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeigh
   return Status::Ok();
 }
 
-Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm,
-               LayerWeights& w) {
-  const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
-  const int64_t e = c.n_embd;
-  MX_ASSIGN_OR_RETURN(w.ffn_norm, b.Vec(Blk(i, norm), {e}));
-  if (lc.ffn == Ffn::kSwiGlu || lc.ffn == Ffn::kGeGlu) {
-    MX_ASSIGN_OR_RETURN(w.w_gate, b.Mat(Blk(i, "ffn_gate.weight"), e, lc.n_ff));
-  }
-  MX_ASSIGN_OR_RETURN(w.w_up, b.Mat(Blk(i, "ffn_up.weight"), e, lc.n_ff));
-  MX_ASSIGN_OR_RETURN(w.w_down, b.Mat(Blk(i, "ffn_down.weight"), lc.n_ff, e));
-  return Status::Ok();
-}
+namespace {
 
+// The mixture of experts of layer i (ModelConfig::moe) behind `norm`:
+// router, experts (ffn_{gate,up,down}_exps, or a merged ffn_gate_up_exps),
+// their biases and the shared expert, as the config asks.
 Status BindMoe(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm,
                LayerWeights& w) {
   const MoeConfig& m = c.moe;
@@ -270,6 +259,22 @@ Status BindMoe(WeightBinder& b, const ModelConfig& c, int64_t i, const char* nor
       MX_ASSIGN_OR_RETURN(x.shared_gate_inp, b.Vec(Blk(i, "ffn_gate_inp_shexp.weight"), {e}));
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm,
+               LayerWeights& w) {
+  const LayerConfig& lc = c.layers[static_cast<size_t>(i)];
+  if (lc.ffn == Ffn::kMoe) return BindMoe(b, c, i, norm, w);
+  const int64_t e = c.n_embd;
+  MX_ASSIGN_OR_RETURN(w.ffn_norm, b.Vec(Blk(i, norm), {e}));
+  if (lc.ffn == Ffn::kSwiGlu || lc.ffn == Ffn::kGeGlu) {
+    MX_ASSIGN_OR_RETURN(w.w_gate, b.Mat(Blk(i, "ffn_gate.weight"), e, lc.n_ff));
+  }
+  MX_ASSIGN_OR_RETURN(w.w_up, b.Mat(Blk(i, "ffn_up.weight"), e, lc.n_ff));
+  MX_ASSIGN_OR_RETURN(w.w_down, b.Mat(Blk(i, "ffn_down.weight"), lc.n_ff, e));
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/status.h"
@@ -52,7 +53,7 @@ class WeightBinder {
 
   const gguf::GgufFile& f_;
   uint64_t bytes_ = 0;
-  std::vector<const gguf::TensorInfo*> counted_;  // tensors bound twice count once (merged gate_up)
+  std::unordered_set<const gguf::TensorInfo*> counted_;  // bound twice count once (merged gate_up)
   std::vector<OwnedBytes> copies_;
   std::vector<const gguf::TensorInfo*> copied_;
 };
@@ -74,11 +75,9 @@ Status BindAttention(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeig
 Status BindMamba2(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 Status BindDeltaNet(WeightBinder& b, const ModelConfig& c, int64_t i, LayerWeights& w);
 // `norm` is the name of the norm in front of the FFN ("ffn_norm.weight",
-// "post_attention_norm.weight", ...).
-Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
-// The mixture of experts of layer i (ModelConfig::moe) behind `norm`:
+// "post_attention_norm.weight", ...). An Ffn::kMoe layer's FFN is its
 // router, experts (ffn_{gate,up,down}_exps, or a merged ffn_gate_up_exps),
-// their biases and the shared expert, as the config asks.
-Status BindMoe(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
+// their biases and the shared expert, as ModelConfig::moe asks.
+Status BindFfn(WeightBinder& b, const ModelConfig& c, int64_t i, const char* norm, LayerWeights& w);
 
 }  // namespace mx::models
