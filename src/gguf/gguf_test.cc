@@ -1,11 +1,15 @@
 // GGUF reader and writer: reference models, round trips, typed getters.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/env.h"
+#include "core/fault_env.h"
 #include "core/status.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_test_util.h"
@@ -430,6 +434,59 @@ TEST_F(GgufGetterTest, IntArrayOrScalarRequiresOneElementPerLayer) {
 TEST_F(GgufGetterTest, GetFloatArrayConvertsIntegers) {
   EXPECT_EQ(f_->GetFloatArray("per_layer").value(), (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(f_->GetFloatArray("strs").status().code(), Code::kInvalidArgument);
+}
+
+// A file written tensor by tensor (declared tensors filled on demand) is the
+// same bytes as the one Serialize writes from the same tensors; any failure
+// leaves nothing at the path and no temporary beside it.
+TEST(GgufWriterTest, StreamingWritesTheSameBytesAndLeavesNothingOnFailure) {
+  char tmpl[] = "/tmp/gguf_stream_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, path = dir + "/m.gguf";
+  auto fill = [](size_t index, std::string* bytes) {
+    *bytes = Pattern(index == 1 ? 136 : 24, static_cast<uint8_t>(index));
+    return Status::Ok();
+  };
+  GgufWriter whole, streamed;
+  for (GgufWriter* w : {&whole, &streamed}) w->SetString("general.architecture", "llama");
+  ASSERT_TRUE(whole.AddTensor("a", DType::kF32, {3, 2}, Pattern(24, 0)).ok());
+  ASSERT_TRUE(whole.AddTensor("b", DType::kQ8_0, {64, 2}, Pattern(136, 1)).ok());
+  ASSERT_TRUE(whole.AddTensor("c", DType::kF32, {6}, Pattern(24, 2)).ok());
+  ASSERT_TRUE(streamed.AddTensor("a", DType::kF32, {3, 2}, Pattern(24, 0)).ok());
+  ASSERT_TRUE(streamed.DeclareTensor("b", DType::kQ8_0, {64, 2}).ok());
+  ASSERT_TRUE(streamed.DeclareTensor("c", DType::kF32, {6}).ok());
+  const Status declared = streamed.WriteTo(Env::Default(), path);
+  EXPECT_EQ(declared.code(), Code::kInvalidArgument);
+  EXPECT_NE(declared.message().find("'b' was declared without bytes"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_TRUE(streamed.WriteStreaming(Env::Default(), path, fill).ok());
+  auto bytes = Env::Default()->ReadFile(path);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, whole.Serialize());
+
+  auto only_the_file = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.path() != path ? 1 : 0;
+    return n == 0;
+  };
+  std::filesystem::remove(path);
+  const auto short_fill = [](size_t, std::string* b) {
+    *b = "x";
+    return Status::Ok();
+  };
+  const Status short_st = streamed.WriteStreaming(Env::Default(), path, short_fill);
+  EXPECT_EQ(short_st.code(), Code::kInternal);
+  EXPECT_NE(short_st.message().find("'b' came with 1 bytes, expected 136"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  const auto failing_fill = [](size_t, std::string*) { return Status::IOError("no weights"); };
+  EXPECT_EQ(streamed.WriteStreaming(Env::Default(), path, failing_fill).message(), "no weights");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  FaultEnv full(Env::Default());
+  full.FailNth(FaultEnv::kAppend, 2, ENOSPC);
+  EXPECT_FALSE(streamed.WriteStreaming(&full, path, fill).ok());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(only_the_file()) << "a temporary was left in " << dir;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -335,6 +335,12 @@ Status GgufWriter::WriteStreaming(Env* env, const std::string& path, const FillF
 }
 
 Status GgufWriter::WriteTo(Env* env, const std::string& path) const {
+  for (const Tensor& t : tensors_) {
+    if (t.declared) {
+      return Status::InvalidArgument("GGUF writer: tensor '" + t.name +
+                                     "' was declared without bytes: write with WriteStreaming");
+    }
+  }
   return env->WriteFileAtomic(path, Serialize());
 }
 

@@ -61,8 +61,8 @@ class GgufWriter {
 
   // The whole file as bytes. REQUIRES: no declared tensors.
   std::string Serialize() const;
-  // Serialize() published atomically at `path` (tmp, fsync, rename).
-  // REQUIRES: no declared tensors.
+  // Serialize() published atomically at `path` (tmp, fsync, rename);
+  // InvalidArgument naming a declared tensor, if there is one.
   Status WriteTo(Env* env, const std::string& path) const;
   // The file written tensor by tensor to a temporary next to `path`, fsynced
   // and renamed over it (folder fsynced); each declared tensor's bytes are
