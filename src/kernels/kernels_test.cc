@@ -327,28 +327,30 @@ TEST_P(MatMulTest, WeightAddressDoesNotChangeTheBits) {
 }
 
 TEST_P(MatMulTest, GroupedProductsEqualSeparateOnes) {
-  // MatMuls over five jobs (more than one group) of mixed types and token
-  // counts gives each job exactly MatMul's bits.
+  // MatMuls over more jobs than one region takes (kMaxMatMulJobs), of mixed
+  // types and token counts, gives each job exactly MatMul's bits (however
+  // the region splits its rows into tasks).
   ThreadPool pool(2);
   const DType types[] = {DType::kQ8_0, DType::kQ4_K, DType::kF16, DType::kQ5_0, DType::kQ6_K};
   const int64_t n_cols = 512;
+  const int n_jobs = static_cast<int>(kMaxMatMulJobs) + 3;
   std::vector<TestMatrix> ms;
   std::vector<std::vector<float>> xs, grouped, single;
   std::vector<MatMulJob> jobs;
-  for (int i = 0; i < 5; ++i) {
-    const int64_t n_tokens = i % 2 == 0 ? 1 : 9, n_rows = 40 + 8 * i;
-    ms.push_back(MakeMatrix(types[i], n_rows, n_cols, 40 + i));
-    xs.push_back(RandomVec(n_tokens * n_cols, 50 + i));
-    grouped.emplace_back(static_cast<size_t>(n_tokens * n_rows));
-    single.emplace_back(static_cast<size_t>(n_tokens * n_rows));
+  auto tokens_of = [](int i) -> int64_t { return i % 2 == 0 ? 1 : 9; };
+  for (int i = 0; i < n_jobs; ++i) {
+    const int64_t n_rows = 40 + 8 * (i % 5);
+    ms.push_back(MakeMatrix(types[i % 5], n_rows, n_cols, 40 + i));
+    xs.push_back(RandomVec(tokens_of(i) * n_cols, 50 + i));
+    grouped.emplace_back(static_cast<size_t>(tokens_of(i) * n_rows));
+    single.emplace_back(static_cast<size_t>(tokens_of(i) * n_rows));
   }
-  for (int i = 0; i < 5; ++i) {
-    const int64_t n_tokens = i % 2 == 0 ? 1 : 9;
-    jobs.push_back({ms[i].m, xs[i].data(), n_cols, n_tokens, grouped[i].data(), ms[i].m.n_rows});
-    MatMul(ms[i].m, xs[i].data(), n_cols, n_tokens, single[i].data(), ms[i].m.n_rows, nullptr);
+  for (int i = 0; i < n_jobs; ++i) {
+    jobs.push_back({ms[i].m, xs[i].data(), n_cols, tokens_of(i), grouped[i].data(), ms[i].m.n_rows});
+    MatMul(ms[i].m, xs[i].data(), n_cols, tokens_of(i), single[i].data(), ms[i].m.n_rows, nullptr);
   }
   MatMuls(jobs, &pool);
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < n_jobs; ++i) {
     EXPECT_EQ(0, std::memcmp(grouped[i].data(), single[i].data(), grouped[i].size() * 4))
         << "job " << i;
   }
