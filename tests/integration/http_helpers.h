@@ -160,4 +160,29 @@ inline Turn Chat(int port, const std::vector<Msg>& msgs, int max_tokens = 8, boo
           r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
 }
 
+// One greedy chat completion with each token's logprob: its status, reply,
+// usage and choices[0].logprobs.content (thread-safe; no assertion, so a
+// caller can compare a failed answer too).
+struct Answer {
+  int status = 0;
+  std::string raw;
+  std::string text;
+  int64_t prompt_tokens = 0, cached = 0;
+  Json tokens;  // choices[0].logprobs.content
+};
+inline Answer Ask(int port, const std::vector<Msg>& msgs, bool cache, int max_tokens = 8) {
+  Json body = ChatRequestBody(msgs, max_tokens, cache);
+  body["logprobs"] = true;
+  Reply r = Post(port, "/v1/chat/completions", body.dump());
+  Answer a;
+  a.status = r.status;
+  a.raw = r.raw;
+  if (r.status != 200 || !r.body.is_object()) return a;
+  a.text = r.body["choices"][0]["message"]["content"].get<std::string>();
+  a.prompt_tokens = r.body["usage"]["prompt_tokens"].get<int64_t>();
+  a.cached = r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  a.tokens = r.body["choices"][0]["logprobs"]["content"];
+  return a;
+}
+
 }  // namespace mx::testing

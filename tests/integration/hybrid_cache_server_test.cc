@@ -41,28 +41,6 @@ std::string LongMessage(const std::string& tag, int groups) {
   return s;
 }
 
-// One greedy chat completion: its status, reply and each token's logprob.
-struct Answer {
-  int status = 0;
-  std::string raw;
-  std::string text;
-  int64_t prompt_tokens = 0, cached = 0;
-  Json tokens;  // choices[0].logprobs.content
-};
-Answer Ask(int port, const std::vector<Msg>& msgs, bool cache, int max_tokens = 8) {
-  Json body = ChatRequestBody(msgs, max_tokens, cache);
-  body["logprobs"] = true;
-  Reply r = Post(port, "/v1/chat/completions", body.dump());
-  Answer a;
-  a.status = r.status;
-  a.raw = r.raw;
-  if (r.status != 200 || !r.body.is_object()) return a;
-  a.text = r.body["choices"][0]["message"]["content"].get<std::string>();
-  a.prompt_tokens = r.body["usage"]["prompt_tokens"].get<int64_t>();
-  a.cached = r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
-  a.tokens = r.body["choices"][0]["logprobs"]["content"];
-  return a;
-}
 
 // A streamed request that holds its chat's entry in use: the reply runs
 // (ignore_eos) until Close() disconnects, and Open() returns once the first

@@ -60,30 +60,6 @@ std::string Notes() {
   return s;
 }
 
-// One greedy chat completion: status, reply, usage and each token's logprob.
-struct Answer {
-  int status = 0;
-  std::string raw;
-  std::string text;
-  int64_t prompt_tokens = 0, cached = 0;
-  Json tokens;  // choices[0].logprobs.content
-};
-
-Answer Ask(int port, const std::vector<Msg>& msgs, bool cache, int max_tokens = 8) {
-  Json body = ChatRequestBody(msgs, max_tokens, cache);
-  body["logprobs"] = true;
-  Reply r = Post(port, "/v1/chat/completions", body.dump());
-  Answer a;
-  a.status = r.status;
-  a.raw = r.raw;
-  if (r.status != 200 || !r.body.is_object()) return a;
-  a.text = r.body["choices"][0]["message"]["content"].get<std::string>();
-  a.prompt_tokens = r.body["usage"]["prompt_tokens"].get<int64_t>();
-  a.cached = r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
-  a.tokens = r.body["choices"][0]["logprobs"]["content"];
-  return a;
-}
-
 // The prompt's tokens (the template's text through /tokenize); empty when
 // the server did not answer.
 std::vector<int64_t> PromptIds(int port, const std::vector<Msg>& msgs) {

@@ -39,6 +39,16 @@ const std::map<std::string, std::string> kModels = {
     {"gptoss", "openai-gpt-oss-120b.json"},
     {"chatml", ""}};
 
+// A chat as an OpenAI client sends it after a tool call: the question, the
+// call (arguments as a string, content null) and the tool's answer.
+Json CallAndResultHistory() {
+  return Json::parse(R"([
+    {"role":"user","content":"What is the weather in Oslo?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
+    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+}
+
 class ToolsServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -269,11 +279,7 @@ TEST_F(ToolsServerTest, HarmonyChannelsBecomeReasoningToolCallsAndContentWholeAn
   // string, content null) and the tool's answer. The template renders them
   // as harmony messages; the reply thinks, then answers in the final channel.
   Json body = Body("gptoss");
-  body["messages"] = Json::parse(R"([
-    {"role":"user","content":"What is the weather in Oslo?"},
-    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
-      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
-    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  body["messages"] = CallAndResultHistory();
   Reply t = Post(port(), "/apply-template", body.dump());
   ASSERT_EQ(t.status, 200) << t.raw;
   const std::string prompt = t.body["prompt"];
@@ -382,11 +388,7 @@ TEST_F(ToolsServerTest, HarmonyRepliesAreSplitWithoutToolsToo) {
 TEST_F(ToolsServerTest, PastReasoningReachesTheTemplateUnderTheNameItReads) {
   const std::string thinking = "The user asks for the weather in Oslo. I should call get_weather.";
   Json body = Body("gptoss");
-  body["messages"] = Json::parse(R"([
-    {"role":"user","content":"What is the weather in Oslo?"},
-    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
-      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
-    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  body["messages"] = CallAndResultHistory();
   body["messages"][1]["reasoning_content"] = thinking;
   Reply t = Post(port(), "/apply-template", body.dump());
   ASSERT_EQ(t.status, 200) << t.raw;
@@ -445,11 +447,7 @@ TEST_F(ToolsServerTest, ToolChoiceNoneLeavesTheToolsOutOfThePrompt) {
 
 TEST_F(ToolsServerTest, AToolResultInTheHistoryIsRenderedWithTheCallItAnswers) {
   Json body = Body("qwen3");
-  body["messages"] = Json::parse(R"([
-    {"role":"user","content":"What is the weather in Oslo?"},
-    {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
-      "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
-    {"role":"tool","tool_call_id":"call_1","content":"{\"temp\": 3}"}])");
+  body["messages"] = CallAndResultHistory();
   Reply t = Post(port(), "/apply-template", body.dump());
   ASSERT_EQ(t.status, 200) << t.raw;
   const std::string prompt = t.body["prompt"];
